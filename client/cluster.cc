@@ -1,0 +1,455 @@
+#include "client/cluster.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "client/tensor_codec.h"
+
+namespace spotps {
+
+struct Cluster::Shard {
+  std::string address;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::ParameterServer::Stub> stub;
+};
+
+namespace {
+
+bool IsRetryable(grpc::StatusCode code) {
+  return code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED;
+}
+
+absl::Duration JitteredBackoff(absl::Duration base) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::uniform_real_distribution<double> jitter(0.5, 1.0);
+  return base * jitter(rng);
+}
+
+// One contiguous run of values destined for one partition.
+struct ChunkSource {
+  uint32_t partition_id;
+  int64_t offset;
+  const float* values;
+  int64_t num_elements;
+  uint64_t version;
+};
+
+// Streams `sources` as chunks of at most `message_bytes` payload each; the
+// first message also carries whatever `first` holds (the header). Returns
+// false when the stream broke (Finish() then says why).
+template <typename Request>
+bool WriteChunks(grpc::ClientWriter<Request>* writer, Request first,
+                 const std::vector<ChunkSource>& sources, v1::DType dtype,
+                 int64_t message_bytes) {
+  const int64_t width = static_cast<int64_t>(WireBytesPerElement(dtype));
+  const int64_t per_message = std::max<int64_t>(1, message_bytes / width);
+  Request msg = std::move(first);
+  int64_t pending = 0;
+  bool header_sent = false;
+  for (const ChunkSource& src : sources) {
+    for (int64_t done = 0; done < src.num_elements;) {
+      const int64_t n = std::min(per_message - pending, src.num_elements - done);
+      v1::PartitionChunk* chunk = msg.add_chunks();
+      chunk->set_partition_id(src.partition_id);
+      chunk->set_offset(src.offset + done);
+      chunk->set_version(src.version);
+      AppendEncoded(src.values + done, n, dtype, chunk->mutable_data());
+      done += n;
+      pending += n;
+      if (pending == per_message) {
+        if (!writer->Write(msg)) return false;
+        msg.Clear();
+        pending = 0;
+        header_sent = true;
+      }
+    }
+  }
+  if (pending > 0 || !header_sent) {
+    if (!writer->Write(msg)) return false;
+  }
+  return writer->WritesDone();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Connect(absl::string_view shard_list,
+                                                          const ClusterOptions& options) {
+  std::vector<std::unique_ptr<Shard>> shards;
+  for (absl::string_view address : absl::StrSplit(shard_list, ',', absl::SkipWhitespace())) {
+    if (address.find(':') == absl::string_view::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("shard address '", address, "' is not host:port"));
+    }
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
+    args.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
+    // A private subchannel pool gives each Cluster its own TCP connections,
+    // so two clients in one process do not share (and serialize on) one.
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    // Reconnect quickly after a shard restarts instead of gRPC's default
+    // exponential backoff of up to two minutes.
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+    args.SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 16 * 1024 * 1024 - 1);
+    auto shard = std::make_unique<Shard>();
+    shard->address = std::string(address);
+    shard->channel =
+        grpc::CreateCustomChannel(shard->address, grpc::InsecureChannelCredentials(), args);
+    shard->stub = v1::ParameterServer::NewStub(shard->channel);
+    shards.push_back(std::move(shard));
+  }
+  if (shards.empty()) return absl::InvalidArgumentError("shard list is empty");
+  if (shards.size() > PartitionMap::kMaxShards) {
+    return absl::InvalidArgumentError("shard list has too many addresses");
+  }
+  return std::unique_ptr<Cluster>(new Cluster(std::move(shards), options));
+}
+
+Cluster::Cluster(std::vector<std::unique_ptr<Shard>> shards, const ClusterOptions& options)
+    : shards_(std::move(shards)), options_(options) {
+  std::random_device rd;
+  push_id_prefix_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
+
+Cluster::~Cluster() = default;
+
+const std::string& Cluster::shard_address(size_t shard) const {
+  return shards_.at(shard)->address;
+}
+
+std::string Cluster::NewPushId() {
+  return absl::StrFormat("%016x-%d", push_id_prefix_, push_counter_.fetch_add(1));
+}
+
+absl::Status Cluster::ForEachShard(const std::function<absl::Status(size_t)>& fn) {
+  std::vector<absl::Status> results(shards_.size());
+  if (shards_.size() == 1) {
+    results[0] = fn(0);
+  } else {
+    std::vector<std::thread> threads;
+    threads.reserve(shards_.size());
+    for (size_t i = 0; i < shards_.size(); ++i) {
+      threads.emplace_back([&, i] { results[i] = fn(i); });
+    }
+    for (std::thread& t : threads) t.join();
+  }
+  for (absl::Status& s : results) {
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Cluster::CallWithRetry(
+    size_t shard, absl::string_view method,
+    const std::function<grpc::Status(grpc::ClientContext*)>& attempt) {
+  absl::Duration backoff = options_.initial_backoff;
+  grpc::Status status;
+  for (int i = 1; i <= options_.max_attempts; ++i) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_deadline));
+    status = attempt(&context);
+    if (status.ok()) return absl::OkStatus();
+    if (!IsRetryable(status.error_code()) || i == options_.max_attempts) break;
+    absl::SleepFor(JitteredBackoff(backoff));
+    backoff = std::min(backoff * 2, options_.max_backoff);
+  }
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      absl::StrCat("shard ", shard, " (", shards_[shard]->address, ") ", method,
+                                   ": ", status.error_message()));
+}
+
+absl::Status Cluster::SetLayout(const ModelLayout& layout) {
+  absl::StatusOr<PartitionMap> map =
+      PartitionMap::Create(layout, static_cast<uint32_t>(shards_.size()));
+  if (!map.ok()) return map.status();
+  layout_ = layout;
+  map_ = *std::move(map);
+  has_layout_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status Cluster::FetchLayout() {
+  std::vector<v1::GetLayoutResponse> replies(shards_.size());
+  absl::Status s = ForEachShard([&](size_t i) {
+    return CallWithRetry(i, "GetLayout", [&](grpc::ClientContext* ctx) {
+      return shards_[i]->stub->GetLayout(ctx, v1::GetLayoutRequest(), &replies[i]);
+    });
+  });
+  if (!s.ok()) return s;
+  for (size_t i = 0; i < replies.size(); ++i) {
+    const v1::GetLayoutResponse& r = replies[i];
+    if (r.num_shards() != shards_.size() || r.shard_index() != i) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "shard list has %d addresses and lists %s at position %d, but that server is "
+          "shard %d of %d: list the shards in shard-index order",
+          shards_.size(), shards_[i]->address, i, r.shard_index(), r.num_shards()));
+    }
+    if (!r.initialized()) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("model is not initialised on shard %d (%s)", i, shards_[i]->address));
+    }
+    if (r.layout_fingerprint() != replies[0].layout_fingerprint()) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "shards disagree on the model: shard 0 has layout %016x, shard %d has %016x",
+          replies[0].layout_fingerprint(), i, r.layout_fingerprint()));
+    }
+  }
+  absl::StatusOr<ModelLayout> layout = ModelLayout::FromProto(replies[0].layout());
+  if (!layout.ok()) return layout.status();
+  return SetLayout(*layout);
+}
+
+absl::Status Cluster::WaitForLayout(absl::Duration timeout) {
+  const absl::Time give_up = absl::Now() + timeout;
+  absl::Duration backoff = options_.initial_backoff;
+  while (true) {
+    absl::Status s = FetchLayout();
+    if (s.ok() || absl::Now() + backoff > give_up) return s;
+    if (!absl::IsFailedPrecondition(s) && !absl::IsUnavailable(s) &&
+        !absl::IsDeadlineExceeded(s)) {
+      return s;
+    }
+    absl::SleepFor(JitteredBackoff(backoff));
+    backoff = std::min(backoff * 2, options_.max_backoff);
+  }
+}
+
+absl::StatusOr<bool> Cluster::Init(const ModelLayout& layout, absl::Span<const float> values) {
+  if (static_cast<int64_t>(values.size()) != layout.total_elements()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "Init: %d initial values for a layout of %d elements", values.size(),
+        layout.total_elements()));
+  }
+  absl::StatusOr<PartitionMap> map =
+      PartitionMap::Create(layout, static_cast<uint32_t>(shards_.size()));
+  if (!map.ok()) return map.status();
+  const v1::ModelLayout layout_proto = layout.ToProto();
+  std::vector<char> applied(shards_.size(), 0);
+  absl::Status s = ForEachShard([&](size_t i) {
+    std::vector<ChunkSource> sources;
+    for (uint32_t id : map->PartitionsOfShard(static_cast<uint32_t>(i))) {
+      const Partition& p = map->partitions()[id];
+      sources.push_back({id, 0, values.data() + p.flat_begin, p.num_elements, 0});
+    }
+    return CallWithRetry(i, "Init", [&](grpc::ClientContext* ctx) {
+      v1::InitResponse reply;
+      auto writer = shards_[i]->stub->Init(ctx, &reply);
+      v1::InitRequest header;
+      *header.mutable_layout() = layout_proto;
+      header.set_num_shards(static_cast<uint32_t>(shards_.size()));
+      header.set_shard_index(static_cast<uint32_t>(i));
+      WriteChunks(writer.get(), std::move(header), sources, v1::DTYPE_FP32,
+                  options_.message_bytes);
+      grpc::Status st = writer->Finish();
+      applied[i] = st.ok() && reply.applied();
+      return st;
+    });
+  });
+  if (!s.ok()) return s;
+  if (absl::Status set = SetLayout(layout); !set.ok()) return set;
+  return std::all_of(applied.begin(), applied.end(), [](char a) { return a != 0; });
+}
+
+absl::Status Cluster::PullShard(size_t shard, v1::DType dtype, const std::vector<uint32_t>& ids,
+                                const std::vector<uint64_t>* known, FlatDestination dst,
+                                std::vector<uint64_t>* versions, PullCounters* counters) {
+  const int64_t width = static_cast<int64_t>(WireBytesPerElement(dtype));
+  std::map<uint32_t, int64_t> received;
+  return CallWithRetry(shard, "Pull", [&](grpc::ClientContext* ctx) {
+    v1::PullRequest request;
+    request.set_dtype(dtype);
+    for (uint32_t id : ids) {
+      request.add_partition_ids(id);
+      if (known != nullptr) request.add_known_versions((*known)[id]);
+    }
+    received.clear();
+    auto reader = shards_[shard]->stub->Pull(ctx, request);
+    v1::PullResponse response;
+    std::string error;
+    while (error.empty() && reader->Read(&response)) {
+      for (const v1::PartitionChunk& chunk : response.chunks()) {
+        const Partition* p = map_.Find(chunk.partition_id());
+        const int64_t n = static_cast<int64_t>(chunk.data().size()) / width;
+        if (response.dtype() != dtype || p == nullptr || p->shard != shard ||
+            chunk.data().size() % width != 0 || chunk.offset() + n > p->num_elements) {
+          error = absl::StrFormat("malformed pull chunk for partition %d", chunk.partition_id());
+          break;
+        }
+        const int64_t begin = std::max(p->flat_begin + static_cast<int64_t>(chunk.offset()),
+                                       dst.flat_begin);
+        const int64_t end = std::min(p->flat_begin + static_cast<int64_t>(chunk.offset()) + n,
+                                     dst.flat_begin + dst.num_elements);
+        if (begin < end) {
+          const int64_t skip = begin - p->flat_begin - static_cast<int64_t>(chunk.offset());
+          absl::string_view bytes(chunk.data().data() + skip * width, (end - begin) * width);
+          DecodeToFp32(dtype, bytes, end - begin, dst.values + (begin - dst.flat_begin))
+              .IgnoreError();  // Sizes were checked above.
+        }
+        counters->bytes += static_cast<int64_t>(chunk.data().size());
+        if ((received[chunk.partition_id()] += n) == p->num_elements) {
+          if (versions != nullptr) (*versions)[chunk.partition_id()] = chunk.version();
+          counters->partitions += 1;
+        }
+      }
+    }
+    if (!error.empty()) {
+      ctx->TryCancel();
+      reader->Finish();
+      return grpc::Status(grpc::StatusCode::INTERNAL, error);
+    }
+    return reader->Finish();
+  });
+}
+
+absl::Status Cluster::Pull(v1::DType wire_dtype, WeightSnapshot* snapshot) {
+  if (!has_layout_) return absl::FailedPreconditionError("Pull: layout not known; call FetchLayout");
+  if (!IsValidWireDType(wire_dtype)) return absl::InvalidArgumentError("Pull: bad wire dtype");
+  const size_t num_partitions = map_.partitions().size();
+  const bool conditional = snapshot->versions.size() == num_partitions &&
+                           static_cast<int64_t>(snapshot->values.size()) == layout_.total_elements();
+  if (!conditional) {
+    snapshot->values.assign(layout_.total_elements(), 0.0f);
+    snapshot->versions.assign(num_partitions, kNoVersion);
+  }
+  // Versions are updated only once a partition arrived whole, so a failed
+  // pull leaves no partition marked fresh that is not.
+  const std::vector<uint64_t> known = snapshot->versions;
+  std::vector<PullCounters> counters(shards_.size());
+  const FlatDestination dst{0, snapshot->values.data(), layout_.total_elements()};
+  absl::Status s = ForEachShard([&](size_t i) {
+    return PullShard(i, wire_dtype, map_.PartitionsOfShard(i), conditional ? &known : nullptr,
+                     dst, &snapshot->versions, &counters[i]);
+  });
+  snapshot->bytes_received = 0;
+  snapshot->partitions_received = 0;
+  for (const PullCounters& c : counters) {
+    snapshot->bytes_received += c.bytes;
+    snapshot->partitions_received += c.partitions;
+  }
+  return s;
+}
+
+absl::StatusOr<std::vector<float>> Cluster::PullTensor(absl::string_view name,
+                                                       v1::DType wire_dtype) {
+  if (!has_layout_) return absl::FailedPreconditionError("PullTensor: layout not known");
+  if (!IsValidWireDType(wire_dtype)) return absl::InvalidArgumentError("bad wire dtype");
+  const TensorSlot* slot = layout_.Find(name);
+  if (slot == nullptr) {
+    return absl::NotFoundError(absl::StrCat("model has no tensor named '", name, "'"));
+  }
+  std::vector<float> out(slot->num_elements);
+  std::vector<std::vector<uint32_t>> ids(shards_.size());
+  for (const PartitionRange& r : map_.Cover(slot->flat_offset, slot->num_elements)) {
+    ids[map_.partitions()[r.partition_id].shard].push_back(r.partition_id);
+  }
+  const FlatDestination dst{slot->flat_offset, out.data(), slot->num_elements};
+  std::vector<PullCounters> counters(shards_.size());
+  absl::Status s = ForEachShard([&](size_t i) {
+    if (ids[i].empty()) return absl::OkStatus();
+    return PullShard(i, wire_dtype, ids[i], nullptr, dst, nullptr, &counters[i]);
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+absl::StatusOr<PushResult> Cluster::Push(absl::Span<const float> gradient,
+                                         absl::Span<const uint64_t> base_versions,
+                                         v1::DType wire_dtype, std::string push_id) {
+  if (!has_layout_) return absl::FailedPreconditionError("Push: layout not known");
+  if (static_cast<int64_t>(gradient.size()) != layout_.total_elements()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "Push: gradient has %d elements, the model %d", gradient.size(),
+        layout_.total_elements()));
+  }
+  return PushSpans({FlatSpan{0, gradient}}, base_versions, wire_dtype, std::move(push_id));
+}
+
+absl::StatusOr<PushResult> Cluster::PushTensors(
+    const std::vector<std::pair<std::string, absl::Span<const float>>>& gradients,
+    absl::Span<const uint64_t> base_versions, v1::DType wire_dtype, std::string push_id) {
+  if (!has_layout_) return absl::FailedPreconditionError("PushTensors: layout not known");
+  std::vector<FlatSpan> spans;
+  for (const auto& [name, values] : gradients) {
+    const TensorSlot* slot = layout_.Find(name);
+    if (slot == nullptr) {
+      return absl::NotFoundError(absl::StrCat("model has no tensor named '", name, "'"));
+    }
+    if (static_cast<int64_t>(values.size()) != slot->num_elements) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "gradient for '%s' has %d elements, the tensor %d", name, values.size(),
+          slot->num_elements));
+    }
+    spans.push_back(FlatSpan{slot->flat_offset, values});
+  }
+  return PushSpans(spans, base_versions, wire_dtype, std::move(push_id));
+}
+
+absl::StatusOr<PushResult> Cluster::PushSpans(const std::vector<FlatSpan>& spans,
+                                              absl::Span<const uint64_t> base_versions,
+                                              v1::DType wire_dtype, std::string push_id) {
+  if (!IsValidWireDType(wire_dtype)) return absl::InvalidArgumentError("Push: bad wire dtype");
+  if (base_versions.size() != map_.partitions().size()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "Push: %d base versions for %d partitions", base_versions.size(),
+        map_.partitions().size()));
+  }
+  if (push_id.empty()) push_id = NewPushId();
+  std::vector<std::vector<ChunkSource>> sources(shards_.size());
+  for (const FlatSpan& span : spans) {
+    for (const PartitionRange& r : map_.Cover(span.flat_begin, span.values.size())) {
+      const Partition& p = map_.partitions()[r.partition_id];
+      sources[p.shard].push_back({r.partition_id, r.offset,
+                                  span.values.data() + (r.flat_begin - span.flat_begin),
+                                  r.num_elements, base_versions[r.partition_id]});
+    }
+  }
+  std::vector<v1::PushResponse> replies(shards_.size());
+  std::vector<char> contacted(shards_.size(), 0);
+  absl::Status s = ForEachShard([&](size_t i) {
+    if (sources[i].empty()) return absl::OkStatus();
+    contacted[i] = 1;
+    return CallWithRetry(i, "Push", [&](grpc::ClientContext* ctx) {
+      auto writer = shards_[i]->stub->Push(ctx, &replies[i]);
+      v1::PushRequest header;
+      header.set_push_id(push_id);
+      header.set_dtype(wire_dtype);
+      WriteChunks(writer.get(), std::move(header), sources[i], wire_dtype,
+                  options_.message_bytes);
+      return writer->Finish();
+    });
+  });
+  if (!s.ok()) return s;
+  PushResult result;
+  result.duplicate = true;
+  const int64_t width = static_cast<int64_t>(WireBytesPerElement(wire_dtype));
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    if (!contacted[i]) continue;
+    result.duplicate = result.duplicate && replies[i].duplicate();
+    result.global_step = std::max(result.global_step, replies[i].global_step());
+    for (uint64_t st : replies[i].staleness()) {
+      result.max_staleness = std::max(result.max_staleness, st);
+    }
+    for (const ChunkSource& src : sources[i]) result.bytes_sent += src.num_elements * width;
+  }
+  return result;
+}
+
+absl::StatusOr<std::vector<v1::StatsResponse>> Cluster::Stats() {
+  std::vector<v1::StatsResponse> replies(shards_.size());
+  absl::Status s = ForEachShard([&](size_t i) {
+    return CallWithRetry(i, "Stats", [&](grpc::ClientContext* ctx) {
+      return shards_[i]->stub->Stats(ctx, v1::StatsRequest(), &replies[i]);
+    });
+  });
+  if (!s.ok()) return s;
+  return replies;
+}
+
+}  // namespace spotps

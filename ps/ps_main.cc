@@ -1,0 +1,130 @@
+// spotps-ps: one parameter-server shard.
+//
+//   spotps-ps --listen=0.0.0.0:7000 --shard_index=0 --num_shards=2 --optimizer=adamw --lr=3e-4
+//
+// Serves until SIGTERM or SIGINT, then finishes in-flight RPCs (bounded by
+// --shutdown_grace_s) and exits 0.
+#include <grpcpp/grpcpp.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <csignal>
+#include <cstdio>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "client/atomic_file.h"
+#include "ps/parameter_server_service.h"
+#include "ps/shard_store.h"
+
+ABSL_FLAG(std::string, listen, "0.0.0.0:7000", "Address to serve on; port 0 picks a free port.");
+ABSL_FLAG(std::string, port_file, "", "If set, the bound port is written here (atomically).");
+ABSL_FLAG(uint32_t, shard_index, 0, "This shard's index in [0, num_shards).");
+ABSL_FLAG(uint32_t, num_shards, 1, "Number of shards in the cluster.");
+ABSL_FLAG(std::string, optimizer, "adamw", "sgd or adamw.");
+ABSL_FLAG(double, lr, 3e-4, "Base learning rate.");
+ABSL_FLAG(std::string, lr_schedule, "constant", "constant, cosine or linear (decay after warmup).");
+ABSL_FLAG(int64_t, warmup_steps, 0, "Linear warmup over this many global updates.");
+ABSL_FLAG(int64_t, total_steps, 0, "Global update count where the decay ends.");
+ABSL_FLAG(double, min_lr_ratio, 0.1, "Final learning rate as a fraction of --lr.");
+ABSL_FLAG(double, weight_decay, 0.0, "SGD: L2 penalty; AdamW: decoupled weight decay.");
+ABSL_FLAG(double, momentum, 0.0, "SGD momentum.");
+ABSL_FLAG(double, dampening, 0.0, "SGD dampening.");
+ABSL_FLAG(bool, nesterov, false, "SGD Nesterov momentum.");
+ABSL_FLAG(double, beta1, 0.9, "AdamW beta1.");
+ABSL_FLAG(double, beta2, 0.999, "AdamW beta2.");
+ABSL_FLAG(double, eps, 1e-8, "AdamW epsilon.");
+ABSL_FLAG(bool, staleness_lr_scaling, false, "Scale each push's lr by 1/(1+staleness).");
+ABSL_FLAG(int64_t, max_staleness, -1, "Refuse pushes staler than this; -1: no bound.");
+ABSL_FLAG(int64_t, max_message_mb, 64, "Largest gRPC message accepted, MiB.");
+ABSL_FLAG(int, shutdown_grace_s, 5, "Seconds in-flight RPCs get after SIGTERM.");
+
+namespace {
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "spotps-ps: %s\n", s.ToString().c_str());
+  return 2;
+}
+
+absl::StatusOr<spotps::ShardOptions> OptionsFromFlags() {
+  spotps::ShardOptions o;
+  o.shard_index = absl::GetFlag(FLAGS_shard_index);
+  o.num_shards = absl::GetFlag(FLAGS_num_shards);
+  absl::StatusOr<spotps::OptimizerKind> kind =
+      spotps::ParseOptimizerKind(absl::GetFlag(FLAGS_optimizer));
+  if (!kind.ok()) return kind.status();
+  o.optimizer.kind = *kind;
+  o.optimizer.weight_decay = static_cast<float>(absl::GetFlag(FLAGS_weight_decay));
+  o.optimizer.momentum = static_cast<float>(absl::GetFlag(FLAGS_momentum));
+  o.optimizer.dampening = static_cast<float>(absl::GetFlag(FLAGS_dampening));
+  o.optimizer.nesterov = absl::GetFlag(FLAGS_nesterov);
+  o.optimizer.beta1 = static_cast<float>(absl::GetFlag(FLAGS_beta1));
+  o.optimizer.beta2 = static_cast<float>(absl::GetFlag(FLAGS_beta2));
+  o.optimizer.eps = static_cast<float>(absl::GetFlag(FLAGS_eps));
+  absl::StatusOr<spotps::DecayKind> decay =
+      spotps::ParseDecayKind(absl::GetFlag(FLAGS_lr_schedule));
+  if (!decay.ok()) return decay.status();
+  o.schedule.base_lr = absl::GetFlag(FLAGS_lr);
+  o.schedule.decay = *decay;
+  o.schedule.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
+  o.schedule.total_steps = absl::GetFlag(FLAGS_total_steps);
+  o.schedule.min_lr_ratio = absl::GetFlag(FLAGS_min_lr_ratio);
+  o.staleness_lr_scaling = absl::GetFlag(FLAGS_staleness_lr_scaling);
+  o.max_staleness = absl::GetFlag(FLAGS_max_staleness);
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("spotps parameter-server shard");
+  absl::ParseCommandLine(argc, argv);
+  absl::StatusOr<spotps::ShardOptions> options = OptionsFromFlags();
+  if (!options.ok()) return Fail(options.status());
+  absl::StatusOr<std::unique_ptr<spotps::ShardStore>> store = spotps::ShardStore::Create(*options);
+  if (!store.ok()) return Fail(store.status());
+
+  spotps::ParameterServerService service(store->get());
+  const int max_bytes = static_cast<int>(absl::GetFlag(FLAGS_max_message_mb) << 20);
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(absl::GetFlag(FLAGS_listen), grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(max_bytes);
+  builder.SetMaxSendMessageSize(max_bytes);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 16 * 1024 * 1024 - 1);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    return Fail(absl::UnavailableError(
+        absl::StrCat("cannot listen on ", absl::GetFlag(FLAGS_listen))));
+  }
+  if (const std::string path = absl::GetFlag(FLAGS_port_file); !path.empty()) {
+    if (absl::Status s = spotps::WriteFileAtomically(path, absl::StrCat(port, "\n")); !s.ok()) {
+      return Fail(s);
+    }
+  }
+  std::printf("spotps-ps: shard %u/%u listening on port %d (optimizer=%s lr=%g schedule=%s)\n",
+              options->shard_index, options->num_shards, port,
+              absl::GetFlag(FLAGS_optimizer).c_str(), options->schedule.base_lr,
+              absl::GetFlag(FLAGS_lr_schedule).c_str());
+  std::fflush(stdout);
+
+  boost::asio::io_context io;
+  boost::asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code& ec, int signo) {
+    if (ec) return;
+    std::printf("spotps-ps: shard %u got signal %d, shutting down\n", options->shard_index, signo);
+    std::fflush(stdout);
+    server->Shutdown(std::chrono::system_clock::now() +
+                     std::chrono::seconds(absl::GetFlag(FLAGS_shutdown_grace_s)));
+  });
+  std::thread signal_thread([&io] { io.run(); });
+  server->Wait();
+  io.stop();
+  signal_thread.join();
+  std::printf("spotps-ps: shard %u stopped\n", options->shard_index);
+  return 0;
+}

@@ -1,0 +1,122 @@
+// ShardStore: the partitions one shard owns, with FP32 master weights,
+// optimizer state and a version per partition.
+#ifndef SPOTPS_PS_SHARD_STORE_H_
+#define SPOTPS_PS_SHARD_STORE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "client/model_layout.h"
+#include "client/partition_map.h"
+#include "ps/learning_rate_schedule.h"
+#include "ps/optimizer.h"
+#include "ps/recent_push_ids.h"
+#include "spotps/v1/parameter_server.pb.h"
+
+namespace spotps {
+
+struct ShardOptions {
+  uint32_t shard_index = 0;
+  uint32_t num_shards = 1;
+  OptimizerConfig optimizer;
+  ScheduleConfig schedule;
+  // Scale each push's learning rate by 1 / (1 + staleness).
+  bool staleness_lr_scaling = false;
+  // Refuse pushes staler than this many versions; negative: no bound.
+  int64_t max_staleness = -1;
+  size_t remembered_push_ids = size_t{1} << 16;
+};
+
+// Raw bytes for elements [offset, offset + n) of one partition, as they
+// arrived; `version` is the base version for a push, unused for init.
+struct PayloadRange {
+  uint32_t partition_id = 0;
+  uint64_t offset = 0;
+  absl::string_view bytes;
+  uint64_t version = 0;
+};
+
+struct PushOutcome {
+  bool duplicate = false;
+  uint64_t global_step = 0;
+  std::vector<uint32_t> partition_ids;  // Partitions updated, ascending.
+  std::vector<uint64_t> new_versions;
+  std::vector<uint64_t> staleness;
+};
+
+// Owns the shard's partitions and applies gradients to them. Promises:
+// every request is fully validated before it changes anything; a partition
+// is read and written under its own lock, so pushes to different partitions
+// run in parallel and a read sees one version; a push id is applied at most
+// once among the last `remembered_push_ids`; the first valid Init wins.
+class ShardStore {
+ public:
+  static absl::StatusOr<std::unique_ptr<ShardStore>> Create(const ShardOptions& options);
+  ~ShardStore();
+
+  // Takes the initial FP32 values of every partition this shard owns. Returns
+  // true if applied, false if the same layout was already initialised (these
+  // values are ignored); FAILED_PRECONDITION for a different layout.
+  absl::StatusOr<bool> Init(const ModelLayout& layout, const std::vector<PayloadRange>& values);
+
+  // Applies one gradient (BF16 or FP32 payload ranges) with the optimizer.
+  absl::StatusOr<PushOutcome> Push(absl::string_view push_id, v1::DType dtype,
+                                   const std::vector<PayloadRange>& ranges);
+
+  // Encodes partition `id` as `dtype` into *out (replacing its contents)
+  // and returns the version it was read at.
+  absl::StatusOr<uint64_t> Read(uint32_t id, v1::DType dtype, std::string* out) const;
+  absl::StatusOr<uint64_t> Version(uint32_t id) const;
+
+  bool initialized() const { return initialized_.load(std::memory_order_acquire); }
+  // Valid once initialized().
+  const ModelLayout& layout() const { return layout_; }
+  const PartitionMap& partition_map() const { return map_; }
+  const std::vector<uint32_t>& owned_partitions() const;
+  int64_t owned_elements() const;
+
+  const ShardOptions& options() const { return options_; }
+  double LearningRateNow() const;
+  // Fills the counters and partition versions of a Stats reply.
+  void FillStats(v1::StatsResponse* stats) const;
+  void CountPull(int64_t bytes_out);
+  void CountPushBytes(int64_t bytes_in);
+
+ private:
+  struct PartitionState;
+  ShardStore(const ShardOptions& options, LearningRateSchedule schedule);
+
+  absl::Status RequireInitialized() const;
+  absl::StatusOr<const PartitionState*> Owned(uint32_t id) const;
+  // Checks ids, ownership, byte counts, bounds, overlaps and finiteness.
+  absl::Status ValidateRanges(const std::vector<PayloadRange>& ranges, v1::DType dtype,
+                              const PartitionMap& map, bool require_full_cover) const;
+  absl::Status ValidateVersions(const std::vector<PayloadRange>& ranges) const;
+  PushOutcome Apply(v1::DType dtype, const std::vector<PayloadRange>& ranges);
+
+  const ShardOptions options_;
+  const LearningRateSchedule schedule_;
+  const Optimizer optimizer_;
+
+  absl::Mutex init_mu_;
+  std::atomic<bool> initialized_{false};
+  ModelLayout layout_;
+  PartitionMap map_;
+  std::vector<std::unique_ptr<PartitionState>> partitions_;  // By id; null if not owned.
+
+  RecentPushIds recent_push_ids_;
+  std::atomic<uint64_t> global_step_{0};
+  std::atomic<uint64_t> pushes_applied_{0}, pushes_duplicate_{0}, pushes_rejected_{0},
+      pushes_too_stale_{0}, pulls_{0}, bytes_in_{0}, bytes_out_{0}, staleness_sum_{0},
+      staleness_count_{0}, staleness_max_{0};
+};
+
+}  // namespace spotps
+
+#endif  // SPOTPS_PS_SHARD_STORE_H_

@@ -1,0 +1,141 @@
+#include "tests/support/child_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "client/atomic_file.h"
+
+namespace spotps::testing {
+
+std::string BinaryPath(const std::string& name) { return absl::StrCat(SPOTPS_BIN_DIR, "/", name); }
+
+TempDir::TempDir() {
+  const char* base = getenv("TMPDIR");
+  std::string pattern = absl::StrCat(base != nullptr ? base : "/tmp", "/spotps-test-XXXXXX");
+  path_ = mkdtemp(pattern.data()) != nullptr ? pattern : "";
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+}
+
+absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(
+    const std::vector<std::string>& argv, const std::string& log_path) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) return absl::InternalError("fork failed");
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+    const int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+      close(fd);
+    }
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  return std::unique_ptr<ChildProcess>(new ChildProcess(pid));
+}
+
+ChildProcess::~ChildProcess() {
+  if (running()) {
+    Signal(SIGKILL);
+    Wait(absl::Seconds(10)).IgnoreError();
+  }
+}
+
+bool ChildProcess::running() {
+  if (reaped_) return false;
+  int status = 0;
+  const pid_t r = waitpid(pid_, &status, WNOHANG);
+  if (r == 0) return true;
+  reaped_ = true;
+  exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return false;
+}
+
+void ChildProcess::Signal(int signo) {
+  if (!reaped_) kill(pid_, signo);
+}
+
+absl::StatusOr<int> ChildProcess::Wait(absl::Duration timeout) {
+  const absl::Time give_up = absl::Now() + timeout;
+  while (running()) {
+    if (absl::Now() > give_up) {
+      return absl::DeadlineExceededError(absl::StrCat("pid ", pid_, " still running"));
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return exit_code_;
+}
+
+absl::StatusOr<std::unique_ptr<LocalShardCluster>> LocalShardCluster::Start(
+    int num_shards, const std::vector<std::string>& extra_flags, const std::string& dir) {
+  auto cluster = std::unique_ptr<LocalShardCluster>(new LocalShardCluster());
+  cluster->dir_ = dir;
+  cluster->extra_flags_ = extra_flags;
+  cluster->ports_.assign(num_shards, 0);
+  std::vector<std::string> addresses;
+  for (int i = 0; i < num_shards; ++i) {
+    absl::StatusOr<std::unique_ptr<ChildProcess>> shard = cluster->StartShard(i, 0);
+    if (!shard.ok()) return shard.status();
+    cluster->shards_.push_back(*std::move(shard));
+    addresses.push_back(absl::StrCat("127.0.0.1:", cluster->ports_[i]));
+  }
+  cluster->addresses_ = absl::StrJoin(addresses, ",");
+  return cluster;
+}
+
+absl::Status LocalShardCluster::Restart(int i) {
+  absl::StatusOr<std::unique_ptr<ChildProcess>> shard = StartShard(i, ports_[i]);
+  if (!shard.ok()) return shard.status();
+  shards_[i] = *std::move(shard);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<ChildProcess>> LocalShardCluster::StartShard(int i, int port) {
+  const std::string port_file = absl::StrCat(dir_, "/shard", i, ".port");
+  std::filesystem::remove(port_file);
+  std::vector<std::string> argv = {BinaryPath("spotps-ps"),
+                                   absl::StrCat("--listen=127.0.0.1:", port),
+                                   absl::StrCat("--port_file=", port_file),
+                                   absl::StrCat("--shard_index=", i),
+                                   absl::StrCat("--num_shards=", ports_.size())};
+  argv.insert(argv.end(), extra_flags_.begin(), extra_flags_.end());
+  absl::StatusOr<std::unique_ptr<ChildProcess>> child =
+      ChildProcess::Start(argv, absl::StrCat(dir_, "/shard", i, ".log"));
+  if (!child.ok()) return child.status();
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (absl::Now() < give_up) {
+    absl::StatusOr<std::string> text = ReadFile(port_file);
+    int bound = 0;
+    if (text.ok() && absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &bound) && bound > 0) {
+      ports_[i] = bound;
+      return child;
+    }
+    if (!(*child)->running()) {
+      return absl::InternalError(absl::StrCat("shard ", i, " exited at start; see ", dir_,
+                                              "/shard", i, ".log"));
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return absl::DeadlineExceededError(absl::StrCat("shard ", i, " did not report its port"));
+}
+
+}  // namespace spotps::testing

@@ -1,0 +1,80 @@
+// ChildProcess and LocalShardCluster: real processes for multi-process tests
+// and benchmarks, always cleaned up.
+#ifndef SPOTPS_TESTS_SUPPORT_CHILD_PROCESS_H_
+#define SPOTPS_TESTS_SUPPORT_CHILD_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace spotps::testing {
+
+// Path of a binary built by this project (build/bin/NAME).
+std::string BinaryPath(const std::string& name);
+
+// A fresh directory under $TMPDIR, removed with its contents on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Owns one child process. Promises: the child dies with SIGKILL if this
+// object is destroyed while it runs, or if the parent dies (PDEATHSIG).
+class ChildProcess {
+ public:
+  // Starts argv[0] with stdout and stderr appended to `log_path`.
+  static absl::StatusOr<std::unique_ptr<ChildProcess>> Start(const std::vector<std::string>& argv,
+                                                             const std::string& log_path);
+  ~ChildProcess();
+
+  pid_t pid() const { return pid_; }
+  bool running();
+  void Signal(int signo);
+  // Waits for exit; returns the exit code (128 + signal if killed), or
+  // DEADLINE_EXCEEDED.
+  absl::StatusOr<int> Wait(absl::Duration timeout);
+
+ private:
+  explicit ChildProcess(pid_t pid) : pid_(pid) {}
+  pid_t pid_;
+  bool reaped_ = false;
+  int exit_code_ = -1;
+};
+
+// N spotps-ps processes on loopback with free ports, for one test.
+class LocalShardCluster {
+ public:
+  // `extra_flags` are passed to every shard (optimizer, lr, ...).
+  static absl::StatusOr<std::unique_ptr<LocalShardCluster>> Start(
+      int num_shards, const std::vector<std::string>& extra_flags, const std::string& dir);
+
+  // "127.0.0.1:p0,127.0.0.1:p1,..." in shard order.
+  const std::string& addresses() const { return addresses_; }
+  ChildProcess& shard(int i) { return *shards_[i]; }
+  int port(int i) const { return ports_[i]; }
+  // Starts shard i again on its old port (after it was killed).
+  absl::Status Restart(int i);
+
+ private:
+  absl::StatusOr<std::unique_ptr<ChildProcess>> StartShard(int i, int port);
+
+  std::string dir_;
+  std::vector<std::string> extra_flags_;
+  std::vector<std::unique_ptr<ChildProcess>> shards_;
+  std::vector<int> ports_;
+  std::string addresses_;
+};
+
+}  // namespace spotps::testing
+
+#endif  // SPOTPS_TESTS_SUPPORT_CHILD_PROCESS_H_
