@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "client/tensor_codec.h"
+#include "client/transport_args.h"
 
 namespace spotps {
 
@@ -97,7 +98,7 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Connect(absl::string_view shar
     // exponential backoff of up to two minutes.
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-    args.SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 16 * 1024 * 1024 - 1);
+    for (const auto& [name, value] : BulkTransportArgs()) args.SetInt(name, value);
     auto shard = std::make_unique<Shard>();
     shard->address = std::string(address);
     shard->channel =

@@ -32,6 +32,10 @@ uint16_t FloatToBf16(float f);
 // Writes n values as `dtype` into dst, which holds n * WireBytesPerElement.
 // BF16 goes through oneDNN's reorder (vcvtneps2bf16 where the CPU has it).
 void EncodeFp32(const float* src, int64_t n, v1::DType dtype, char* dst);
+// Makes BF16 encoding on the calling thread run on that thread alone. oneDNN
+// otherwise fans out to OpenMP workers, which on a small machine only spin
+// against the other RPCs converting at the same time (shard handlers).
+void UseSingleThreadedConversion();
 // Appends the encoding of n values to *out.
 void AppendEncoded(const float* src, int64_t n, v1::DType dtype, std::string* out);
 

@@ -122,6 +122,7 @@ grpc::Status ParameterServerService::Pull(grpc::ServerContext* context,
     }
     if (absl::StatusOr<uint64_t> v = store_->Version(id); !v.ok()) return ToGrpcStatus(v.status());
   }
+  UseSingleThreadedConversion();
   int64_t bytes = 0;
   v1::PullResponse response;
   for (size_t i = 0; i < ids.size(); ++i) {

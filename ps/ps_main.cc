@@ -17,6 +17,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "client/atomic_file.h"
+#include "client/transport_args.h"
 #include "ps/parameter_server_service.h"
 #include "ps/shard_store.h"
 
@@ -82,6 +83,7 @@ absl::StatusOr<spotps::ShardOptions> OptionsFromFlags() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("spotps parameter-server shard");
   absl::ParseCommandLine(argc, argv);
+  spotps::TuneAllocatorForBulkTransfers();
   absl::StatusOr<spotps::ShardOptions> options = OptionsFromFlags();
   if (!options.ok()) return Fail(options.status());
   absl::StatusOr<std::unique_ptr<spotps::ShardStore>> store = spotps::ShardStore::Create(*options);
@@ -94,7 +96,9 @@ int main(int argc, char** argv) {
   builder.AddListeningPort(absl::GetFlag(FLAGS_listen), grpc::InsecureServerCredentials(), &port);
   builder.SetMaxReceiveMessageSize(max_bytes);
   builder.SetMaxSendMessageSize(max_bytes);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 16 * 1024 * 1024 - 1);
+  for (const auto& [name, value] : spotps::BulkTransportArgs()) {
+    builder.AddChannelArgument(name, value);
+  }
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {

@@ -1,0 +1,317 @@
+// spotps-bench-transport: what the parameter server's wire path costs,
+// measured against yardsticks taken in the same run.
+//
+//  - 2 shard processes on loopback; models of 16M and 128M parameters; 1 and
+//    2 concurrent clients; full pulls of BF16 weights and pushes of BF16
+//    gradients, in bytes per second.
+//  - Raw TCP: the same bytes between two processes over one loopback socket.
+//  - The shard's AdamW apply rate (ShardStore::Push with BF16 gradients, in
+//    bytes touched per second) against memcpy bandwidth.
+//
+// Last line: transport_ratio=R1 apply_ratio=R2 where
+//   R1 = (pull + push bytes) / (pull + push seconds), 128M model, 1 client,
+//        divided by raw TCP bytes/s;
+//   R2 = AdamW bytes touched/s divided by memcpy bytes touched/s.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "client/cluster.h"
+#include "client/tensor_codec.h"
+#include "client/transport_args.h"
+#include "ps/shard_store.h"
+#include "tests/support/child_process.h"
+
+ABSL_FLAG(std::string, sizes_m, "16,128", "Model sizes to measure, millions of parameters.");
+ABSL_FLAG(int, reps, 3, "Repetitions of each pull and push measurement.");
+ABSL_FLAG(int64_t, apply_elements_m, 32, "Elements (millions) for the AdamW apply measurement.");
+
+namespace spotps {
+namespace {
+
+double Seconds(absl::Time since) { return absl::ToDoubleSeconds(absl::Now() - since); }
+double Gbps(double bytes, double seconds) { return bytes / seconds / 1e9; }
+
+// A layout shaped like a transformer's: a few big matrices and small vectors.
+ModelLayout LayoutOfSize(int64_t params) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> tensors;
+  const int64_t width = 1024;
+  int64_t left = params;
+  for (int i = 0; left > 0; ++i) {
+    const int64_t rows = std::min<int64_t>(4096, std::max<int64_t>(1, (left - width) / width));
+    tensors.push_back({absl::StrCat("layer", i, ".w"), {rows, width}});
+    left -= rows * width;
+    if (left > width) {
+      tensors.push_back({absl::StrCat("layer", i, ".b"), {width}});
+      left -= width;
+    }
+    if (left > 0 && left < width) {
+      tensors.push_back({absl::StrCat("layer", i, ".tail"), {left}});
+      left = 0;
+    }
+  }
+  return *ModelLayout::Create(std::move(tensors));
+}
+
+struct Transfer {
+  double pull_bytes = 0, pull_s = 0, push_bytes = 0, push_s = 0;
+};
+
+// One client's repeated full pulls and pushes; returns bytes and seconds.
+absl::StatusOr<Transfer> PullPushLoop(Cluster& cluster, int reps) {
+  Transfer t;
+  WeightSnapshot w;
+  std::vector<float> grad;
+  // One untimed round first, as a trainer's buffers are warm after step one.
+  for (int r = -1; r < reps; ++r) {
+    w.versions.clear();  // Force a full, unconditional pull.
+    const absl::Time p0 = absl::Now();
+    if (absl::Status s = cluster.Pull(v1::DTYPE_BF16, &w); !s.ok()) return s;
+    const double pull_s = Seconds(p0);
+    if (grad.empty()) grad.assign(w.values.size(), 1e-4f);
+    const absl::Time q0 = absl::Now();
+    auto pushed = cluster.Push(grad, w.versions, v1::DTYPE_BF16);
+    if (!pushed.ok()) return pushed.status();
+    if (r < 0) continue;
+    t.push_s += Seconds(q0);
+    t.push_bytes += static_cast<double>(pushed->bytes_sent);
+    t.pull_s += pull_s;
+    t.pull_bytes += static_cast<double>(w.bytes_received);
+  }
+  return t;
+}
+
+struct Row {
+  int64_t params_m;
+  int clients;
+  double pull_gbps, push_gbps, combined_gbps;
+};
+
+absl::StatusOr<std::vector<Row>> MeasureModel(int64_t params_m, int reps,
+                                              const std::string& dir) {
+  auto shards = testing::LocalShardCluster::Start(2, {"--optimizer=adamw", "--lr=1e-4"}, dir);
+  if (!shards.ok()) return shards.status();
+  const ModelLayout layout = LayoutOfSize(params_m * 1'000'000);
+  std::vector<std::unique_ptr<Cluster>> clients;
+  for (int c = 0; c < 2; ++c) {
+    auto cluster = Cluster::Connect((*shards)->addresses());
+    if (!cluster.ok()) return cluster.status();
+    clients.push_back(*std::move(cluster));
+  }
+  {
+    std::vector<float> init(layout.total_elements());
+    std::mt19937 rng(1);
+    std::normal_distribution<float> dist(0.0f, 0.02f);
+    for (float& x : init) x = dist(rng);
+    auto ok = clients[0]->Init(layout, init);
+    if (!ok.ok()) return ok.status();
+  }
+  if (absl::Status s = clients[1]->FetchLayout(); !s.ok()) return s;
+  std::vector<Row> rows;
+  for (int n : {1, 2}) {
+    std::vector<absl::StatusOr<Transfer>> results(n, Transfer{});
+    std::vector<std::thread> threads;
+    const absl::Time start = absl::Now();
+    for (int c = 0; c < n; ++c) {
+      threads.emplace_back([&, c] { results[c] = PullPushLoop(*clients[c], reps); });
+    }
+    for (auto& t : threads) t.join();
+    const double wall = Seconds(start);
+    Transfer sum;
+    double pull_wall = 0, push_wall = 0;
+    for (auto& r : results) {
+      if (!r.ok()) return r.status();
+      sum.pull_bytes += r->pull_bytes;
+      sum.push_bytes += r->push_bytes;
+      pull_wall = std::max(pull_wall, r->pull_s);
+      push_wall = std::max(push_wall, r->push_s);
+    }
+    // With 2 clients the phases overlap, so aggregate rates use wall time.
+    const double combined = n == 1 ? Gbps(sum.pull_bytes + sum.push_bytes, pull_wall + push_wall)
+                                   : Gbps(sum.pull_bytes + sum.push_bytes, wall);
+    rows.push_back(Row{params_m, n, Gbps(sum.pull_bytes, pull_wall),
+                       Gbps(sum.push_bytes, push_wall), combined});
+    std::printf("  model=%lldM clients=%d pull=%.2f GB/s push=%.2f GB/s combined=%.2f GB/s\n",
+                static_cast<long long>(params_m), n, rows.back().pull_gbps,
+                rows.back().push_gbps, rows.back().combined_gbps);
+    std::fflush(stdout);
+  }
+  return rows;
+}
+
+// Raw TCP between two processes: the child reads `bytes` and answers one byte.
+absl::StatusOr<double> RawTcpGbps(int64_t bytes, int reps) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      listen(listener, 1) != 0 ||
+      getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    return absl::InternalError("raw TCP: cannot listen");
+  }
+  const int64_t chunk = int64_t{4} << 20;
+  const pid_t child = fork();
+  if (child == 0) {
+    const int fd = accept(listener, nullptr, nullptr);
+    std::vector<char> buf(chunk);
+    for (int r = 0; r < reps; ++r) {
+      int64_t got = 0;
+      while (got < bytes) {
+        const ssize_t n = read(fd, buf.data(), std::min<int64_t>(chunk, bytes - got));
+        if (n <= 0) _exit(1);
+        got += n;
+      }
+      char ack = 1;
+      if (write(fd, &ack, 1) != 1) _exit(1);
+    }
+    _exit(0);
+  }
+  close(listener);
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    return absl::InternalError("raw TCP: cannot connect");
+  }
+  std::vector<char> buf(chunk, 'x');
+  double best = 0;
+  for (int r = 0; r < reps; ++r) {
+    const absl::Time start = absl::Now();
+    for (int64_t sent = 0; sent < bytes;) {
+      const ssize_t n = write(fd, buf.data(), std::min<int64_t>(chunk, bytes - sent));
+      if (n <= 0) return absl::InternalError("raw TCP: write failed");
+      sent += n;
+    }
+    char ack;
+    if (read(fd, &ack, 1) != 1) return absl::InternalError("raw TCP: no ack");
+    best = std::max(best, Gbps(static_cast<double>(bytes), Seconds(start)));
+  }
+  close(fd);
+  int status;
+  waitpid(child, &status, 0);
+  return best;
+}
+
+struct ApplyRates {
+  double adamw_gbps, memcpy_gbps;
+};
+
+// AdamW through the shard's own push path, against memcpy of the same span.
+absl::StatusOr<ApplyRates> MeasureApply(int64_t n, int reps) {
+  ShardOptions options;
+  options.optimizer.kind = OptimizerKind::kAdamW;
+  options.schedule.base_lr = 1e-4;
+  auto store = ShardStore::Create(options);
+  if (!store.ok()) return store.status();
+  // One tensor per 4 MiB partition keeps the layout small.
+  const ModelLayout layout = *ModelLayout::Create({{"w", {n}}});
+  const PartitionMap map = *PartitionMap::Create(layout, 1);
+  std::vector<float> values(n, 0.5f);
+  std::vector<std::string> init_bytes, grad_bytes;
+  std::vector<PayloadRange> init, grad;
+  init_bytes.reserve(map.partitions().size());
+  grad_bytes.reserve(map.partitions().size());
+  std::vector<float> g(PartitionMap::kMaxPartitionElements, 1e-3f);
+  for (const Partition& p : map.partitions()) {
+    init_bytes.emplace_back();
+    AppendEncoded(values.data() + p.flat_begin, p.num_elements, v1::DTYPE_FP32, &init_bytes.back());
+    init.push_back({p.id, 0, init_bytes.back(), 0});
+    grad_bytes.emplace_back();
+    AppendEncoded(g.data(), p.num_elements, v1::DTYPE_BF16, &grad_bytes.back());
+    grad.push_back({p.id, 0, grad_bytes.back(), 0});
+  }
+  if (auto ok = (*store)->Init(layout, init); !ok.ok()) return ok.status();
+  values.clear();
+  values.shrink_to_fit();
+  double adamw = 0;
+  for (int r = 0; r < reps; ++r) {
+    for (auto& range : grad) range.version = r;
+    const absl::Time start = absl::Now();
+    auto pushed = (*store)->Push(absl::StrCat("bench-", r), v1::DTYPE_BF16, grad);
+    if (!pushed.ok()) return pushed.status();
+    // Bytes touched per element: weight, m and v read and written (24), BF16 gradient (2).
+    adamw = std::max(adamw, Gbps(26.0 * n, Seconds(start)));
+  }
+  std::vector<float> src(n, 1.0f), dst(n, 0.0f);
+  double copy = 0;
+  for (int r = 0; r < reps; ++r) {
+    const absl::Time start = absl::Now();
+    std::memcpy(dst.data(), src.data(), n * sizeof(float));
+    copy = std::max(copy, Gbps(2.0 * n * sizeof(float), Seconds(start)));  // Read + write.
+  }
+  if (dst[n / 2] != 1.0f) return absl::InternalError("memcpy did not copy");
+  return ApplyRates{adamw, copy};
+}
+
+int Run() {
+  testing::TempDir dir;
+  const int reps = absl::GetFlag(FLAGS_reps);
+  std::vector<Row> rows;
+  std::printf("spotps-bench-transport: 2 shards on loopback, BF16 pull and push\n");
+  for (absl::string_view size : absl::StrSplit(absl::GetFlag(FLAGS_sizes_m), ',')) {
+    int64_t m = 0;
+    if (!absl::SimpleAtoi(size, &m) || m <= 0) {
+      std::fprintf(stderr, "bad --sizes_m entry '%s'\n", std::string(size).c_str());
+      return 2;
+    }
+    auto measured = MeasureModel(m, reps, dir.path());
+    if (!measured.ok()) {
+      std::fprintf(stderr, "model %lldM: %s\n", static_cast<long long>(m),
+                   measured.status().ToString().c_str());
+      return 1;
+    }
+    rows.insert(rows.end(), measured->begin(), measured->end());
+  }
+  // The yardstick moves the bytes of the largest model's 1-client pull + push.
+  const Row& largest = *std::max_element(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
+    return std::make_pair(a.params_m, -a.clients) < std::make_pair(b.params_m, -b.clients);
+  });
+  const int64_t yard_bytes = largest.params_m * 1'000'000 * 2 * 2;  // BF16 pull + push.
+  auto tcp = RawTcpGbps(yard_bytes, reps);
+  if (!tcp.ok()) {
+    std::fprintf(stderr, "%s\n", tcp.status().ToString().c_str());
+    return 1;
+  }
+  std::printf("  raw TCP loopback (1 stream, %lld MB): %.2f GB/s\n",
+              static_cast<long long>(yard_bytes / 1'000'000), *tcp);
+  auto apply = MeasureApply(absl::GetFlag(FLAGS_apply_elements_m) * 1'000'000, reps);
+  if (!apply.ok()) {
+    std::fprintf(stderr, "%s\n", apply.status().ToString().c_str());
+    return 1;
+  }
+  std::printf("  AdamW apply (BF16 grads): %.2f GB/s touched; memcpy: %.2f GB/s touched\n",
+              apply->adamw_gbps, apply->memcpy_gbps);
+  std::printf("\n| model | clients | pull GB/s | push GB/s | pull+push GB/s |\n");
+  std::printf("|---|---|---|---|---|\n");
+  for (const Row& r : rows) {
+    std::printf("| %lldM | %d | %.2f | %.2f | %.2f |\n", static_cast<long long>(r.params_m),
+                r.clients, r.pull_gbps, r.push_gbps, r.combined_gbps);
+  }
+  std::printf("| raw TCP | - | - | - | %.2f |\n\n", *tcp);
+  std::printf("transport_ratio=%.3f apply_ratio=%.3f\n", largest.combined_gbps / *tcp,
+              apply->adamw_gbps / apply->memcpy_gbps);
+  return 0;
+}
+
+}  // namespace
+}  // namespace spotps
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  spotps::TuneAllocatorForBulkTransfers();
+  return spotps::Run();
+}
