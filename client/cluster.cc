@@ -17,8 +17,9 @@ namespace spotps {
 
 struct Cluster::Shard {
   std::string address;
-  std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::ParameterServer::Stub> stub;
+  // Extra connections for parallel pull streams (see pull_streams_per_shard).
+  std::vector<std::unique_ptr<v1::ParameterServer::Stub>> pull_stubs;
 };
 
 namespace {
@@ -101,12 +102,21 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Connect(absl::string_view shar
     for (const auto& [name, value] : BulkTransportArgs()) args.SetInt(name, value);
     auto shard = std::make_unique<Shard>();
     shard->address = std::string(address);
-    shard->channel =
-        grpc::CreateCustomChannel(shard->address, grpc::InsecureChannelCredentials(), args);
-    shard->stub = v1::ParameterServer::NewStub(shard->channel);
+    shard->stub = v1::ParameterServer::NewStub(
+        grpc::CreateCustomChannel(shard->address, grpc::InsecureChannelCredentials(), args));
+    for (int lane = 0; lane < options.pull_streams_per_shard; ++lane) {
+      // A distinct argument value keeps each lane on its own connection.
+      grpc::ChannelArguments lane_args = args;
+      lane_args.SetInt("spotps.pull_lane", lane);
+      shard->pull_stubs.push_back(v1::ParameterServer::NewStub(grpc::CreateCustomChannel(
+          shard->address, grpc::InsecureChannelCredentials(), lane_args)));
+    }
     shards.push_back(std::move(shard));
   }
   if (shards.empty()) return absl::InvalidArgumentError("shard list is empty");
+  if (options.pull_streams_per_shard < 1) {
+    return absl::InvalidArgumentError("pull_streams_per_shard must be >= 1");
+  }
   if (shards.size() > PartitionMap::kMaxShards) {
     return absl::InvalidArgumentError("shard list has too many addresses");
   }
@@ -261,6 +271,37 @@ absl::StatusOr<bool> Cluster::Init(const ModelLayout& layout, absl::Span<const f
 absl::Status Cluster::PullShard(size_t shard, v1::DType dtype, const std::vector<uint32_t>& ids,
                                 const std::vector<uint64_t>* known, FlatDestination dst,
                                 std::vector<uint64_t>* versions, PullCounters* counters) {
+  const size_t lanes = std::min(shards_[shard]->pull_stubs.size(), ids.size());
+  if (lanes <= 1) {
+    return PullLane(shard, *shards_[shard]->pull_stubs[0], dtype, ids, known, dst, versions,
+                    counters);
+  }
+  std::vector<std::vector<uint32_t>> lane_ids(lanes);
+  for (size_t i = 0; i < ids.size(); ++i) lane_ids[i % lanes].push_back(ids[i]);
+  std::vector<PullCounters> lane_counters(lanes);
+  std::vector<absl::Status> results(lanes);
+  std::vector<std::thread> threads;
+  for (size_t l = 0; l < lanes; ++l) {
+    threads.emplace_back([&, l] {
+      results[l] = PullLane(shard, *shards_[shard]->pull_stubs[l], dtype, lane_ids[l], known, dst,
+                            versions, &lane_counters[l]);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const PullCounters& c : lane_counters) {
+    counters->bytes += c.bytes;
+    counters->partitions += c.partitions;
+  }
+  for (absl::Status& r : results) {
+    if (!r.ok()) return r;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Cluster::PullLane(size_t shard, v1::ParameterServer::Stub& stub, v1::DType dtype,
+                               const std::vector<uint32_t>& ids, const std::vector<uint64_t>* known,
+                               FlatDestination dst, std::vector<uint64_t>* versions,
+                               PullCounters* counters) {
   const int64_t width = static_cast<int64_t>(WireBytesPerElement(dtype));
   std::map<uint32_t, int64_t> received;
   return CallWithRetry(shard, "Pull", [&](grpc::ClientContext* ctx) {
@@ -271,7 +312,7 @@ absl::Status Cluster::PullShard(size_t shard, v1::DType dtype, const std::vector
       if (known != nullptr) request.add_known_versions((*known)[id]);
     }
     received.clear();
-    auto reader = shards_[shard]->stub->Pull(ctx, request);
+    auto reader = stub.Pull(ctx, request);
     v1::PullResponse response;
     std::string error;
     while (error.empty() && reader->Read(&response)) {
@@ -316,7 +357,8 @@ absl::Status Cluster::Pull(v1::DType wire_dtype, WeightSnapshot* snapshot) {
   const bool conditional = snapshot->versions.size() == num_partitions &&
                            static_cast<int64_t>(snapshot->values.size()) == layout_.total_elements();
   if (!conditional) {
-    snapshot->values.assign(layout_.total_elements(), 0.0f);
+    // Every element is overwritten by the pull, so no zero-fill is needed.
+    snapshot->values.resize(layout_.total_elements());
     snapshot->versions.assign(num_partitions, kNoVersion);
   }
   // Versions are updated only once a partition arrived whole, so a failed

@@ -42,6 +42,9 @@ struct ClusterOptions {
   // Payload bytes per stream message (partitions are at most 4 MiB FP32).
   int64_t message_bytes = int64_t{4} << 20;
   int64_t max_message_bytes = int64_t{64} << 20;
+  // Pulls from one shard run over this many connections at once, so that
+  // the shard's encoding, the kernel and the client's decoding overlap.
+  int pull_streams_per_shard = 2;
 };
 
 // Version of a partition a snapshot does not hold (never equals a real one).
@@ -151,6 +154,10 @@ class Cluster {
   absl::Status PullShard(size_t shard, v1::DType dtype, const std::vector<uint32_t>& ids,
                          const std::vector<uint64_t>* known, FlatDestination dst,
                          std::vector<uint64_t>* versions, PullCounters* counters);
+  absl::Status PullLane(size_t shard, v1::ParameterServer::Stub& stub, v1::DType dtype,
+                        const std::vector<uint32_t>& ids, const std::vector<uint64_t>* known,
+                        FlatDestination dst, std::vector<uint64_t>* versions,
+                        PullCounters* counters);
   absl::StatusOr<PushResult> PushSpans(const std::vector<FlatSpan>& spans,
                                        absl::Span<const uint64_t> base_versions,
                                        v1::DType wire_dtype, std::string push_id);
