@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# The main job: a local spotps cluster training the default model on the
+# default corpus (the King James Bible from Debian's bible-kjv package).
+#
+#   deploy/local/up.sh [--seconds=180] [--workers=2] [--shards=2] [--model=tiny]
+#                      [--batch=8] [--seq_len=128] [--lr=1e-3] [--dtype=bf16]
+#
+# Installs the dependencies, builds, prepares the corpus, starts the shards
+# and trainers on loopback, shows their progress, prints the validation loss,
+# samples text from the final weights (pulled through the client library)
+# and stops every process it started, on Ctrl-C too. Its last line is
+#   final: val_loss=X tokens=N tokens_per_s=T
+set -euo pipefail
+
+SECONDS_TO_TRAIN=180
+WORKERS=2
+SHARDS=2
+MODEL=tiny
+BATCH=8
+SEQ_LEN=128
+LR=1e-3
+DTYPE=bf16
+for arg in "$@"; do
+  case "$arg" in
+    --seconds=*) SECONDS_TO_TRAIN=${arg#*=} ;;
+    --minutes=*) SECONDS_TO_TRAIN=$(( ${arg#*=} * 60 )) ;;
+    --workers=*) WORKERS=${arg#*=} ;;
+    --shards=*) SHARDS=${arg#*=} ;;
+    --model=*) MODEL=${arg#*=} ;;
+    --batch=*) BATCH=${arg#*=} ;;
+    --seq_len=*) SEQ_LEN=${arg#*=} ;;
+    --lr=*) LR=${arg#*=} ;;
+    --dtype=*) DTYPE=${arg#*=} ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    *) echo "up.sh: unknown argument '$arg' (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$repo"
+say() { echo "[up] $*"; }
+
+say "installing dependencies"
+deploy/install-deps.sh
+say "building"
+mkdir -p .cache
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release > .cache/configure.log 2>&1 ||
+  { cat .cache/configure.log; exit 1; }
+cmake --build build -j"$(nproc)" --target spotps-ps spotps-trainer spotps-tokenize spotps-generate
+bin=$repo/build/bin
+
+say "preparing the corpus"
+corpus_dir=$repo/.cache/corpus
+trainer/prepare_corpus.sh "$corpus_dir" "$bin/spotps-tokenize"
+data=$corpus_dir/kjv.tokens
+
+run_dir=$(mktemp -d "${TMPDIR:-/tmp}/spotps-run-XXXXXX")
+pids=()
+cleanup() {
+  trap - INT TERM EXIT
+  if [ ${#pids[@]} -gt 0 ]; then
+    kill -TERM "${pids[@]}" 2>/dev/null || true
+    for _ in $(seq 50); do
+      alive=0
+      for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+      [ $alive -eq 0 ] && break
+      sleep 0.2
+    done
+    kill -KILL "${pids[@]}" 2>/dev/null || true
+    wait 2>/dev/null || true
+  fi
+}
+trap 'echo; say "interrupted: stopping everything"; cleanup; exit 130' INT TERM
+trap cleanup EXIT
+
+cores=$(nproc)
+trainer_threads=$(( cores / WORKERS )); [ $trainer_threads -ge 1 ] || trainer_threads=1
+
+say "starting $SHARDS shards (logs in $run_dir)"
+addresses=""
+for i in $(seq 0 $((SHARDS - 1))); do
+  "$bin/spotps-ps" --listen=127.0.0.1:0 --port_file="$run_dir/shard$i.port" \
+      --shard_index=$i --num_shards=$SHARDS --optimizer=adamw --lr="$LR" \
+      --warmup_steps=50 --weight_decay=0.01 --beta2=0.99 > "$run_dir/shard$i.log" 2>&1 &
+  pids+=($!)
+done
+for i in $(seq 0 $((SHARDS - 1))); do
+  for _ in $(seq 100); do [ -s "$run_dir/shard$i.port" ] && break; sleep 0.1; done
+  [ -s "$run_dir/shard$i.port" ] || { cat "$run_dir/shard$i.log"; exit 1; }
+  addresses+="${addresses:+,}127.0.0.1:$(cat "$run_dir/shard$i.port")"
+done
+say "shards at $addresses"
+
+say "starting $WORKERS trainers: model=$MODEL dtype=$DTYPE batch=$BATCH seq_len=$SEQ_LEN for ${SECONDS_TO_TRAIN}s"
+trainer_pids=()
+for i in $(seq 0 $((WORKERS - 1))); do
+  "$bin/spotps-trainer" --ps="$addresses" --model="$MODEL" --data="$data" --dtype="$DTYPE" \
+      --batch="$BATCH" --seq_len="$SEQ_LEN" --max_seconds="$SECONDS_TO_TRAIN" \
+      --threads=$trainer_threads --worker_index=$i --log_every=20 --eval_batches=0 \
+      > >(tee "$run_dir/trainer$i.log") 2>&1 &
+  trainer_pids+=($!)
+  pids+=($!)
+done
+status=0
+for pid in "${trainer_pids[@]}"; do wait "$pid" || status=$?; done
+[ $status -eq 0 ] || { say "a trainer failed (exit $status); logs in $run_dir"; exit 1; }
+
+say "evaluating and sampling from the final weights"
+"$bin/spotps-generate" --ps="$addresses" --model="$MODEL" --data="$data" \
+    --seq_len="$SEQ_LEN" --threads="$cores" | tee "$run_dir/generate.log"
+
+tokens=$(cat "$run_dir"/trainer*.log | sed -n 's/^summary: .* tokens=\([0-9]*\) .*/\1/p' |
+         awk '{s += $1} END {print s + 0}')
+seconds=$(cat "$run_dir"/trainer*.log | sed -n 's/^summary: .* seconds=\([0-9.]*\) .*/\1/p' |
+          awk '$1 > m {m = $1} END {print m + 0}')
+val_loss=$(sed -n 's/^eval: val_loss=\([0-9.]*\).*/\1/p' "$run_dir/generate.log")
+tokens_per_s=$(awk -v t="$tokens" -v s="$seconds" 'BEGIN {printf "%.0f", (s > 0 ? t / s : 0)}')
+cleanup
+say "logs in $run_dir"
+echo "final: val_loss=$val_loss tokens=$tokens tokens_per_s=$tokens_per_s"

@@ -1,0 +1,107 @@
+// End to end: 1 shard process and 2 trainer processes train the tiny model
+// on generated text; the validation loss must fall well below its start.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <random>
+#include <regex>
+
+#include "absl/strings/str_cat.h"
+#include "client/atomic_file.h"
+#include "client/cluster.h"
+#include "tests/support/child_process.h"
+#include "trainer/evaluation.h"
+#include "trainer/gpt_config.h"
+#include "trainer/gpt_model.h"
+
+namespace spotps {
+namespace {
+
+using testing::BinaryPath;
+using testing::ChildProcess;
+
+// Sentences from a tiny grammar: enough structure to learn quickly.
+std::string GeneratedText(size_t sentences) {
+  const std::vector<std::string> subjects = {"the cat", "a dog", "the old man", "my sister",
+                                             "the king", "a bird"};
+  const std::vector<std::string> verbs = {"sees", "likes", "follows", "finds", "calls"};
+  const std::vector<std::string> objects = {"the river", "a red apple", "the small house",
+                                            "the moon", "a green field"};
+  std::mt19937 rng(3);
+  std::string text;
+  for (size_t i = 0; i < sentences; ++i) {
+    text += subjects[rng() % subjects.size()] + " " + verbs[rng() % verbs.size()] + " " +
+            objects[rng() % objects.size()] + ".\n";
+  }
+  return text;
+}
+
+double ParseDouble(const std::string& text, const std::string& key) {
+  std::smatch m;
+  const std::regex re(key + "=([0-9.]+)");
+  return std::regex_search(text, m, re) ? std::stod(m[1]) : -1.0;
+}
+
+TEST(TrainingE2ETest, TwoTrainersCutValidationLossByThirtyPercent) {
+  testing::TempDir dir;
+  const std::string text_path = dir.path() + "/corpus.txt";
+  const std::string tokens_path = dir.path() + "/corpus.tokens";
+  ASSERT_TRUE(WriteFileAtomically(text_path, GeneratedText(20000)).ok());
+  auto tokenize = ChildProcess::Start({BinaryPath("spotps-tokenize"), "--input=" + text_path,
+                                       "--output=" + tokens_path},
+                                      dir.path() + "/tokenize.log");
+  ASSERT_TRUE(tokenize.ok());
+  ASSERT_EQ(*(*tokenize)->Wait(absl::Seconds(60)), 0);
+
+  // Every trainer initialises from seed 1234: this is the starting loss.
+  auto data = TokenDataset::Open(tokens_path);
+  ASSERT_TRUE(data.ok()) << data.status();
+  GptModel initial = *CreateGptModel(*GptConfigFromPreset("tiny"), 1234);
+  auto start_loss = ValidationLoss(initial, *data, 8, 64, 8, ComputeDType::kFP32);
+  ASSERT_TRUE(start_loss.ok()) << start_loss.status();
+
+  auto shards = testing::LocalShardCluster::Start(
+      1, {"--optimizer=adamw", "--lr=3e-3", "--warmup_steps=20"}, dir.path());
+  ASSERT_TRUE(shards.ok()) << shards.status();
+  std::vector<std::unique_ptr<ChildProcess>> trainers;
+  constexpr int kSteps = 150;
+  for (int i = 0; i < 2; ++i) {
+    auto t = ChildProcess::Start(
+        {BinaryPath("spotps-trainer"), "--ps=" + (*shards)->addresses(), "--model=tiny",
+         "--data=" + tokens_path, "--batch=8", "--seq_len=64", absl::StrCat("--steps=", kSteps),
+         "--threads=1", absl::StrCat("--worker_index=", i), "--log_every=50",
+         "--eval_batches=8"},
+        absl::StrCat(dir.path(), "/trainer", i, ".log"));
+    ASSERT_TRUE(t.ok());
+    trainers.push_back(*std::move(t));
+  }
+  for (int i = 0; i < 2; ++i) {
+    auto code = trainers[i]->Wait(absl::Seconds(240));
+    ASSERT_TRUE(code.ok()) << code.status();
+    const std::string log = *ReadFile(absl::StrCat(dir.path(), "/trainer", i, ".log"));
+    ASSERT_EQ(*code, 0) << log;
+    EXPECT_EQ(ParseDouble(log, "steps"), kSteps) << log;
+    EXPECT_NE(log.find("runtime: cpu_isa="), std::string::npos) << log;
+  }
+
+  auto gen = ChildProcess::Start(
+      {BinaryPath("spotps-generate"), "--ps=" + (*shards)->addresses(), "--model=tiny",
+       "--data=" + tokens_path, "--batch=8", "--seq_len=64", "--eval_batches=8", "--tokens=40",
+       "--threads=1"},
+      dir.path() + "/generate.log");
+  ASSERT_TRUE(gen.ok());
+  ASSERT_EQ(*(*gen)->Wait(absl::Seconds(60)), 0);
+  const std::string gen_log = *ReadFile(dir.path() + "/generate.log");
+  const double final_loss = ParseDouble(gen_log, "val_loss");
+  ASSERT_GT(final_loss, 0) << gen_log;
+  EXPECT_LE(final_loss, 0.7 * *start_loss)
+      << "start " << *start_loss << " final " << final_loss << "\n" << gen_log;
+
+  auto cluster = Cluster::Connect((*shards)->addresses());
+  auto stats = (*cluster)->Stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ((*stats)[0].pushes_applied(), 2u * kSteps);  // Every gradient landed once.
+}
+
+}  // namespace
+}  // namespace spotps

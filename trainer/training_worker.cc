@@ -1,0 +1,213 @@
+#include "trainer/training_worker.h"
+
+#include <cmath>
+#include <future>
+
+#include "absl/strings/str_format.h"
+#include "trainer/evaluation.h"
+#include "trainer/torch_status.h"
+
+namespace spotps {
+namespace {
+
+bool IsTransient(const absl::Status& s) {
+  return absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s);
+}
+
+double MillisSince(absl::Time start) { return absl::ToDoubleMilliseconds(absl::Now() - start); }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TrainingWorker>> TrainingWorker::Create(
+    Cluster* cluster, GptModel model, const TokenDataset* data, const TrainingOptions& options) {
+  if (options.batch_size <= 0 || options.seq_len <= 0 ||
+      options.seq_len > model->config().context_len) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "batch %d and seq_len %d must be positive, seq_len at most the context length %d",
+        options.batch_size, options.seq_len, model->config().context_len));
+  }
+  if (data->vocab_size() > model->config().vocab_size) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "data has %d token ids but the model's vocabulary only %d", data->vocab_size(),
+        model->config().vocab_size));
+  }
+  absl::StatusOr<ParameterBinding> binding = ParameterBinding::Create(*model);
+  if (!binding.ok()) return binding.status();
+  // Every worker offers its initial weights; each shard keeps the first.
+  absl::StatusOr<bool> init = cluster->Init(binding->layout(), binding->FlattenWeights());
+  if (!init.ok()) {
+    if (!absl::IsFailedPrecondition(init.status())) return init.status();
+    if (absl::Status fetched = cluster->FetchLayout(); !fetched.ok()) return init.status();
+    if (absl::Status same = binding->CheckSameModel(cluster->layout()); !same.ok()) return same;
+    return init.status();
+  }
+  return std::unique_ptr<TrainingWorker>(
+      new TrainingWorker(cluster, std::move(model), *std::move(binding), data, options));
+}
+
+TrainingWorker::TrainingWorker(Cluster* cluster, GptModel model, ParameterBinding binding,
+                               const TokenDataset* data, const TrainingOptions& options)
+    : cluster_(cluster),
+      model_(std::move(model)),
+      binding_(std::move(binding)),
+      data_(data),
+      options_(options),
+      wire_dtype_(options.dtype == ComputeDType::kBF16 ? v1::DTYPE_BF16 : v1::DTYPE_FP32),
+      gradient_(binding_.layout().total_elements(), 0.0f) {}
+
+absl::Status TrainingWorker::PullWithRecovery() {
+  const absl::Time give_up = absl::Now() + options_.unavailable_timeout;
+  const absl::Time start = absl::Now();
+  absl::Duration backoff = absl::Milliseconds(200);
+  while (true) {
+    absl::Status s = cluster_->Pull(wire_dtype_, &weights_);
+    if (s.ok()) {
+      pull_ms_ += MillisSince(start);
+      pulls_ += 1;
+      return s;
+    }
+    if (!IsTransient(s) || absl::Now() + backoff > give_up) return s;
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Seconds(5));
+  }
+}
+
+absl::Status TrainingWorker::PushWithRecovery() {
+  const absl::Time give_up = absl::Now() + options_.unavailable_timeout;
+  const absl::Time start = absl::Now();
+  const std::string push_id = cluster_->NewPushId();  // Kept across retries.
+  absl::Duration backoff = absl::Milliseconds(200);
+  while (true) {
+    absl::StatusOr<PushResult> r =
+        cluster_->Push(gradient_, base_versions_, wire_dtype_, push_id);
+    if (r.ok()) {
+      push_ms_ += MillisSince(start);
+      pushes_ += 1;
+      staleness_sum_ += static_cast<double>(r->max_staleness);
+      return absl::OkStatus();
+    }
+    // Too stale, or based on versions a restarted shard no longer has: the
+    // gradient is useless; drop it and make the next pull a full one.
+    if (absl::IsAborted(r.status()) || absl::IsOutOfRange(r.status())) {
+      pushes_dropped_ += 1;
+      weights_.versions.clear();
+      return absl::OkStatus();
+    }
+    if (!IsTransient(r.status()) || absl::Now() + backoff > give_up) return r.status();
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Seconds(5));
+  }
+}
+
+absl::Status TrainingWorker::Communicate(bool push) {
+  if (push) {
+    if (absl::Status s = PushWithRecovery(); !s.ok()) return s;
+  }
+  return PullWithRecovery();
+}
+
+absl::StatusOr<double> TrainingWorker::ComputeGradient(int64_t step) {
+  absl::StatusOr<TokenBatch> batch =
+      data_->TrainBatch(options_.data_seed, static_cast<uint64_t>(step), options_.batch_size,
+                        options_.seq_len);
+  if (!batch.ok()) return batch.status();
+  model_->zero_grad(/*set_to_none=*/true);
+  absl::StatusOr<torch::Tensor> loss =
+      ComputeLoss(model_, batch->inputs, batch->targets, options_.dtype);
+  if (!loss.ok()) return loss.status();
+  return CatchTorchErrors([&] {
+    loss->backward();
+    if (options_.clip_norm > 0) {
+      torch::nn::utils::clip_grad_norm_(model_->parameters(), options_.clip_norm);
+    }
+    return loss->item<double>();
+  });
+}
+
+absl::StatusOr<TrainingSummary> TrainingWorker::Run(
+    const std::atomic<bool>& stop, const std::function<void(const std::string&)>& log) {
+  const absl::Time start = absl::Now();
+  if (absl::Status s = PullWithRecovery(); !s.ok()) return s;
+  model_->train();
+  TrainingSummary summary;
+  const int64_t tokens_per_step = options_.batch_size * options_.seq_len;
+  bool gradient_pending = false;  // gradient_ holds an unpushed gradient.
+  double compute_ms = 0, window_loss = 0;
+  int64_t window_steps = 0;
+  absl::Time window_start = absl::Now();
+  auto out_of_budget = [&] {
+    return stop.load() || (options_.max_steps > 0 && summary.steps >= options_.max_steps) ||
+           (options_.max_time > absl::ZeroDuration() && absl::Now() - start >= options_.max_time);
+  };
+  while (!out_of_budget()) {
+    binding_.LoadWeights(weights_.values);
+    const std::vector<uint64_t> versions = weights_.versions;
+    std::future<absl::Status> comm;
+    if (options_.overlap) {
+      comm = std::async(std::launch::async,
+                        [this, gradient_pending] { return Communicate(gradient_pending); });
+    }
+    const absl::Time compute_start = absl::Now();
+    absl::StatusOr<double> loss = ComputeGradient(summary.steps);
+    compute_ms += MillisSince(compute_start);
+    absl::Status comm_status = options_.overlap ? comm.get() : absl::OkStatus();
+    if (!loss.ok()) return loss.status();
+    if (!comm_status.ok()) return comm_status;
+    binding_.GatherGradients(absl::MakeSpan(gradient_));
+    base_versions_ = versions;
+    gradient_pending = true;
+    if (!options_.overlap) {
+      if (absl::Status s = Communicate(true); !s.ok()) return s;
+      gradient_pending = false;
+    }
+    summary.steps += 1;
+    summary.tokens += tokens_per_step;
+    summary.last_train_loss = *loss;
+    window_loss += *loss;
+    window_steps += 1;
+    if (options_.log_every > 0 && summary.steps % options_.log_every == 0) {
+      const double secs = absl::ToDoubleSeconds(absl::Now() - window_start);
+      log(absl::StrFormat(
+          "[%s] step %d loss %.4f tokens/s %.0f staleness %.2f pull %.1fms push %.1fms "
+          "compute %.1fms",
+          options_.name, summary.steps, window_loss / window_steps,
+          window_steps * tokens_per_step / secs, pushes_ ? staleness_sum_ / pushes_ : 0.0,
+          pulls_ ? pull_ms_ / pulls_ : 0.0, pushes_ ? push_ms_ / pushes_ : 0.0,
+          compute_ms / summary.steps));
+      window_loss = 0;
+      window_steps = 0;
+      window_start = absl::Now();
+    }
+    if (options_.eval_every > 0 && summary.steps % options_.eval_every == 0) {
+      absl::StatusOr<double> val = ValidationLoss(model_, *data_, options_.batch_size,
+                                                  options_.seq_len, options_.eval_batches,
+                                                  options_.dtype);
+      if (!val.ok()) return val.status();
+      log(absl::StrFormat("[%s] step %d val_loss %.4f", options_.name, summary.steps, *val));
+    }
+  }
+  // Nothing computed is lost: the last gradient goes out before we leave.
+  if (gradient_pending) {
+    if (absl::Status s = PushWithRecovery(); !s.ok()) return s;
+  }
+  summary.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  summary.tokens_per_s = summary.tokens / std::max(summary.seconds, 1e-9);
+  summary.mean_staleness = pushes_ ? staleness_sum_ / pushes_ : 0.0;
+  summary.mean_pull_ms = pulls_ ? pull_ms_ / pulls_ : 0.0;
+  summary.mean_push_ms = pushes_ ? push_ms_ / pushes_ : 0.0;
+  summary.mean_compute_ms = summary.steps ? compute_ms / summary.steps : 0.0;
+  summary.pushes_dropped = pushes_dropped_;
+  summary.val_loss = std::nan("");
+  if (options_.eval_batches > 0) {
+    if (absl::Status s = PullWithRecovery(); !s.ok()) return s;
+    binding_.LoadWeights(weights_.values);
+    absl::StatusOr<double> val = ValidationLoss(model_, *data_, options_.batch_size,
+                                                options_.seq_len, options_.eval_batches,
+                                                options_.dtype);
+    if (!val.ok()) return val.status();
+    summary.val_loss = *val;
+  }
+  return summary;
+}
+
+}  // namespace spotps

@@ -1,0 +1,105 @@
+// TrainingWorker: one stateless trainer's loop against the parameter server.
+//
+// Each step: take the latest pulled weights (version v), compute a BF16
+// forward/backward on a batch, clip by global norm, and push the gradient
+// tagged with v. Communication overlaps compute: while step k computes, a
+// background task pushes step k-1's gradient and then pulls fresh weights
+// for step k+1. A worker therefore trains on weights that miss its own last
+// gradient (staleness >= 1), the usual price of hiding the network.
+#ifndef SPOTPS_TRAINER_TRAINING_WORKER_H_
+#define SPOTPS_TRAINER_TRAINING_WORKER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "client/cluster.h"
+#include "trainer/compute_precision.h"
+#include "trainer/gpt_model.h"
+#include "trainer/parameter_binding.h"
+#include "trainer/token_dataset.h"
+
+namespace spotps {
+
+struct TrainingOptions {
+  ComputeDType dtype = ComputeDType::kBF16;
+  int64_t batch_size = 8;
+  int64_t seq_len = 128;
+  int64_t max_steps = 0;                      // 0: no step limit.
+  absl::Duration max_time = absl::ZeroDuration();  // Zero: no time limit.
+  double clip_norm = 1.0;                     // <= 0: no clipping.
+  uint64_t data_seed = 0;                     // Picks this worker's samples.
+  int64_t log_every = 10;
+  int64_t eval_every = 0;                     // 0: only at the end.
+  int64_t eval_batches = 8;
+  bool overlap = true;                        // Hide pull/push behind compute.
+  // How long the worker keeps retrying when the cluster is unreachable
+  // (a shard restarting) before giving up.
+  absl::Duration unavailable_timeout = absl::Seconds(120);
+  std::string name = "trainer";
+};
+
+struct TrainingSummary {
+  int64_t steps = 0;
+  int64_t tokens = 0;
+  double seconds = 0;
+  double tokens_per_s = 0;
+  double last_train_loss = 0;
+  double val_loss = 0;  // NaN when there is no validation split to use.
+  double mean_staleness = 0;
+  double mean_pull_ms = 0, mean_push_ms = 0, mean_compute_ms = 0;
+  int64_t pushes_dropped = 0;  // Refused as too stale.
+};
+
+// Owns the worker's model binding and buffers; borrows the cluster, model
+// and dataset. Promises: every computed gradient is pushed (or counted as
+// dropped when the PS refuses it as too stale) before Run returns, including
+// when `stop` is raised mid-run.
+class TrainingWorker {
+ public:
+  // Binds the model to the cluster: initialises the PS with this model's
+  // weights if nobody has (first init wins), or checks that the cluster
+  // holds the same model.
+  static absl::StatusOr<std::unique_ptr<TrainingWorker>> Create(Cluster* cluster, GptModel model,
+                                                                const TokenDataset* data,
+                                                                const TrainingOptions& options);
+
+  // Trains until max_steps, max_time or `stop`. Progress lines go to `log`.
+  absl::StatusOr<TrainingSummary> Run(const std::atomic<bool>& stop,
+                                      const std::function<void(const std::string&)>& log);
+
+ private:
+  TrainingWorker(Cluster* cluster, GptModel model, ParameterBinding binding,
+                 const TokenDataset* data, const TrainingOptions& options);
+
+  // Forward/backward/clip on this step's batch; returns the loss.
+  absl::StatusOr<double> ComputeGradient(int64_t step);
+  // Pushes gradient_ computed at base_versions_, then pulls into weights_,
+  // riding out a restarting shard up to unavailable_timeout.
+  absl::Status Communicate(bool push);
+  absl::Status PullWithRecovery();
+  absl::Status PushWithRecovery();
+
+  Cluster* const cluster_;
+  GptModel model_;
+  ParameterBinding binding_;
+  const TokenDataset* const data_;
+  const TrainingOptions options_;
+  const v1::DType wire_dtype_;
+
+  WeightSnapshot weights_;              // Written by the comm task only.
+  std::vector<float> gradient_;
+  std::vector<uint64_t> base_versions_;  // Versions gradient_ was computed at.
+  double staleness_sum_ = 0;
+  int64_t pushes_ = 0, pushes_dropped_ = 0;
+  double pull_ms_ = 0, push_ms_ = 0;
+  int64_t pulls_ = 0;
+};
+
+}  // namespace spotps
+
+#endif  // SPOTPS_TRAINER_TRAINING_WORKER_H_
