@@ -140,17 +140,19 @@ std::string Cluster::NewPushId() {
 }
 
 absl::Status Cluster::ForEachShard(const std::function<absl::Status(size_t)>& fn) {
+  // Always on threads of our own, even for one shard: the BF16 conversions
+  // inside are pinned to their thread (see UseSingleThreadedConversion),
+  // which must not leak into the caller's OpenMP settings.
   std::vector<absl::Status> results(shards_.size());
-  if (shards_.size() == 1) {
-    results[0] = fn(0);
-  } else {
-    std::vector<std::thread> threads;
-    threads.reserve(shards_.size());
-    for (size_t i = 0; i < shards_.size(); ++i) {
-      threads.emplace_back([&, i] { results[i] = fn(i); });
-    }
-    for (std::thread& t : threads) t.join();
+  std::vector<std::thread> threads;
+  threads.reserve(shards_.size());
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    threads.emplace_back([&, i] {
+      UseSingleThreadedConversion();
+      results[i] = fn(i);
+    });
   }
+  for (std::thread& t : threads) t.join();
   for (absl::Status& s : results) {
     if (!s.ok()) return s;
   }
@@ -283,6 +285,7 @@ absl::Status Cluster::PullShard(size_t shard, v1::DType dtype, const std::vector
   std::vector<std::thread> threads;
   for (size_t l = 0; l < lanes; ++l) {
     threads.emplace_back([&, l] {
+      UseSingleThreadedConversion();
       results[l] = PullLane(shard, *shards_[shard]->pull_stubs[l], dtype, lane_ids[l], known, dst,
                             versions, &lane_counters[l]);
     });
@@ -320,7 +323,9 @@ absl::Status Cluster::PullLane(size_t shard, v1::ParameterServer::Stub& stub, v1
         const Partition* p = map_.Find(chunk.partition_id());
         const int64_t n = static_cast<int64_t>(chunk.data().size()) / width;
         if (response.dtype() != dtype || p == nullptr || p->shard != shard ||
-            chunk.data().size() % width != 0 || chunk.offset() + n > p->num_elements) {
+            chunk.data().size() % width != 0 ||
+            chunk.offset() > static_cast<uint64_t>(p->num_elements) ||
+            static_cast<int64_t>(chunk.offset()) + n > p->num_elements) {
           error = absl::StrFormat("malformed pull chunk for partition %d", chunk.partition_id());
           break;
         }
