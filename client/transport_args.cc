@@ -14,6 +14,7 @@ std::vector<std::pair<std::string, int>> BulkTransportArgs() {
       // need dozens of WINDOW_UPDATE round trips.
       {GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 16 * 1024 * 1024 - 1},
       {GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 64 * 1024 * 1024},
+      {GRPC_ARG_HTTP2_BDP_PROBE, 0},
       {GRPC_ARG_HTTP2_WRITE_BUFFER_SIZE, 16 * 1024 * 1024},
       {GRPC_ARG_TCP_READ_CHUNK_SIZE, 4 * 1024 * 1024},
       {GRPC_ARG_TCP_MIN_READ_CHUNK_SIZE, 1024 * 1024},
