@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "client/rpc_retry.h"
 #include "client/tensor_codec.h"
 #include "client/transport_args.h"
 
@@ -23,16 +24,6 @@ struct Cluster::Shard {
 };
 
 namespace {
-
-bool IsRetryable(grpc::StatusCode code) {
-  return code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED;
-}
-
-absl::Duration JitteredBackoff(absl::Duration base) {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  std::uniform_real_distribution<double> jitter(0.5, 1.0);
-  return base * jitter(rng);
-}
 
 // One contiguous run of values destined for one partition.
 struct ChunkSource {
@@ -162,20 +153,10 @@ absl::Status Cluster::ForEachShard(const std::function<absl::Status(size_t)>& fn
 absl::Status Cluster::CallWithRetry(
     size_t shard, absl::string_view method,
     const std::function<grpc::Status(grpc::ClientContext*)>& attempt) {
-  absl::Duration backoff = options_.initial_backoff;
-  grpc::Status status;
-  for (int i = 1; i <= options_.max_attempts; ++i) {
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_deadline));
-    status = attempt(&context);
-    if (status.ok()) return absl::OkStatus();
-    if (!IsRetryable(status.error_code()) || i == options_.max_attempts) break;
-    absl::SleepFor(JitteredBackoff(backoff));
-    backoff = std::min(backoff * 2, options_.max_backoff);
-  }
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      absl::StrCat("shard ", shard, " (", shards_[shard]->address, ") ", method,
-                                   ": ", status.error_message()));
+  const RetryPolicy policy{options_.rpc_deadline, options_.max_attempts, options_.initial_backoff,
+                           options_.max_backoff};
+  return spotps::CallWithRetry(
+      policy, absl::StrCat("shard ", shard, " (", shards_[shard]->address, ") ", method), attempt);
 }
 
 absl::Status Cluster::SetLayout(const ModelLayout& layout) {

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/atomic_file.h"
 #include "client/transport_args.h"
+#include "ps/coordinator_service.h"
 #include "ps/parameter_server_service.h"
 #include "ps/shard_store.h"
 
@@ -42,6 +43,12 @@ ABSL_FLAG(bool, staleness_lr_scaling, false, "Scale each push's lr by 1/(1+stale
 ABSL_FLAG(int64_t, max_staleness, -1, "Refuse pushes staler than this; -1: no bound.");
 ABSL_FLAG(int64_t, max_message_mb, 64, "Largest gRPC message accepted, MiB.");
 ABSL_FLAG(int, shutdown_grace_s, 5, "Seconds in-flight RPCs get after SIGTERM.");
+ABSL_FLAG(uint32_t, epochs, 0,
+          "Shard 0 only: host the coordinator for this many epochs of work units; 0: none.");
+ABSL_FLAG(uint64_t, units_per_epoch, 0, "Work units (one trainer step each) per epoch.");
+ABSL_FLAG(uint64_t, data_seed, 1, "Seeds every epoch's shuffled unit order.");
+ABSL_FLAG(double, worker_lease_s, 10, "A trainer silent this long is dropped.");
+ABSL_FLAG(double, unit_lease_s, 60, "A unit not committed this long is re-issued.");
 
 namespace {
 
@@ -78,6 +85,21 @@ absl::StatusOr<spotps::ShardOptions> OptionsFromFlags() {
   return o;
 }
 
+// The coordinator shard 0 hosts when --epochs is set; null otherwise.
+absl::StatusOr<std::unique_ptr<spotps::Coordinator>> CoordinatorFromFlags(uint32_t shard_index) {
+  if (absl::GetFlag(FLAGS_epochs) == 0) return nullptr;
+  if (shard_index != 0) {
+    return absl::InvalidArgumentError("only shard 0 hosts the coordinator (--epochs)");
+  }
+  spotps::CoordinatorOptions o;
+  o.dispatch.num_epochs = absl::GetFlag(FLAGS_epochs);
+  o.dispatch.units_per_epoch = absl::GetFlag(FLAGS_units_per_epoch);
+  o.dispatch.seed = absl::GetFlag(FLAGS_data_seed);
+  o.dispatch.unit_lease = absl::Seconds(absl::GetFlag(FLAGS_unit_lease_s));
+  o.worker_lease = absl::Seconds(absl::GetFlag(FLAGS_worker_lease_s));
+  return spotps::Coordinator::Create(o);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -89,7 +111,12 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<spotps::ShardStore>> store = spotps::ShardStore::Create(*options);
   if (!store.ok()) return Fail(store.status());
 
+  absl::StatusOr<std::unique_ptr<spotps::Coordinator>> coordinator =
+      CoordinatorFromFlags(options->shard_index);
+  if (!coordinator.ok()) return Fail(coordinator.status());
+
   spotps::ParameterServerService service(store->get());
+  std::unique_ptr<spotps::CoordinatorService> coordinator_service;
   const int max_bytes = static_cast<int>(absl::GetFlag(FLAGS_max_message_mb) << 20);
   int port = 0;
   grpc::ServerBuilder builder;
@@ -100,6 +127,10 @@ int main(int argc, char** argv) {
     builder.AddChannelArgument(name, value);
   }
   builder.RegisterService(&service);
+  if (*coordinator != nullptr) {
+    coordinator_service = std::make_unique<spotps::CoordinatorService>(coordinator->get());
+    builder.RegisterService(coordinator_service.get());
+  }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     return Fail(absl::UnavailableError(
@@ -114,6 +145,10 @@ int main(int argc, char** argv) {
               options->shard_index, options->num_shards, port,
               absl::GetFlag(FLAGS_optimizer).c_str(), options->schedule.base_lr,
               absl::GetFlag(FLAGS_lr_schedule).c_str());
+  if (*coordinator != nullptr) {
+    std::printf("spotps-ps: coordinator for %u epochs of %llu units\n", absl::GetFlag(FLAGS_epochs),
+                static_cast<unsigned long long>(absl::GetFlag(FLAGS_units_per_epoch)));
+  }
   std::fflush(stdout);
 
   boost::asio::io_context io;

@@ -13,6 +13,10 @@ namespace spotps {
 struct ShardStore::PartitionState {
   explicit PartitionState(int64_t n, int slots)
       : weights(n), state(slots, std::vector<float>(n, 0.0f)) {}
+  explicit PartitionState(PartitionSnapshot&& snapshot)
+      : weights(std::move(snapshot.weights)),
+        state(std::move(snapshot.optimizer_state)),
+        version(snapshot.version) {}
   mutable absl::Mutex mu;
   std::vector<float> weights ABSL_GUARDED_BY(mu);
   std::vector<std::vector<float>> state ABSL_GUARDED_BY(mu);  // Optimizer slots.
@@ -41,7 +45,91 @@ void AtomicMax(std::atomic<uint64_t>& target, uint64_t value) {
   }
 }
 
+bool AllFiniteFloats(const std::vector<float>& values) {
+  return AllFinite(v1::DTYPE_FP32,
+                   absl::string_view(reinterpret_cast<const char*>(values.data()),
+                                     values.size() * sizeof(float)));
+}
+
+absl::Status ValidatePartitionSnapshot(const PartitionSnapshot& snapshot, const Partition& p,
+                                       int slots) {
+  if (snapshot.weights.size() != static_cast<uint64_t>(p.num_elements)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("partition %d has %d weights, the layout gives it %d elements", p.id,
+                        snapshot.weights.size(), p.num_elements));
+  }
+  if (snapshot.optimizer_state.size() != static_cast<size_t>(slots)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("partition %d has %d optimizer state arrays, the state declares %d", p.id,
+                        snapshot.optimizer_state.size(), slots));
+  }
+  for (size_t s = 0; s < snapshot.optimizer_state.size(); ++s) {
+    if (snapshot.optimizer_state[s].size() != snapshot.weights.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("optimizer state array %d of partition %d has %d elements, not %d", s,
+                          p.id, snapshot.optimizer_state[s].size(), snapshot.weights.size()));
+    }
+  }
+  if (!AllFiniteFloats(snapshot.weights)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("weights of partition %d contain NaN or Inf", p.id));
+  }
+  for (const std::vector<float>& slot : snapshot.optimizer_state) {
+    if (!AllFiniteFloats(slot)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("optimizer state of partition %d contains NaN or Inf", p.id));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// ValidateShardState, returning the partition map it checked against.
+absl::StatusOr<PartitionMap> ValidatedPartitionMap(const ShardState& state) {
+  if (state.shard_index >= state.num_shards) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "state of shard %d does not fit num_shards=%d", state.shard_index, state.num_shards));
+  }
+  if (state.optimizer_state_slots < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "negative optimizer_state_slots %d", state.optimizer_state_slots));
+  }
+  absl::StatusOr<PartitionMap> map = PartitionMap::Create(state.layout, state.num_shards);
+  if (!map.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the state's layout is unusable: ", map.status().message()));
+  }
+  std::vector<bool> seen(map->partitions().size(), false);
+  for (const PartitionSnapshot& snapshot : state.partitions) {
+    const Partition* p = map->Find(snapshot.id);
+    if (p == nullptr || p->shard != state.shard_index) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "partition %d is not owned by shard %d of %d under this layout (%s)", snapshot.id,
+          state.shard_index, state.num_shards, state.layout.Summary()));
+    }
+    if (seen[snapshot.id]) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("partition %d appears twice", snapshot.id));
+    }
+    seen[snapshot.id] = true;
+    if (absl::Status s = ValidatePartitionSnapshot(snapshot, *p, state.optimizer_state_slots);
+        !s.ok()) {
+      return s;
+    }
+  }
+  for (uint32_t id : map->PartitionsOfShard(state.shard_index)) {
+    if (!seen[id]) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("partition %d (owned by shard %d) is missing", id, state.shard_index));
+    }
+  }
+  return map;
+}
+
 }  // namespace
+
+absl::Status ValidateShardState(const ShardState& state) {
+  return ValidatedPartitionMap(state).status();
+}
 
 absl::StatusOr<std::unique_ptr<ShardStore>> ShardStore::Create(const ShardOptions& options) {
   if (options.num_shards == 0 || options.num_shards > PartitionMap::kMaxShards ||
@@ -180,11 +268,79 @@ absl::StatusOr<bool> ShardStore::Init(const ModelLayout& layout,
     DecodeToFp32(v1::DTYPE_FP32, r.bytes, r.bytes.size() / 4, p.weights.data() + r.offset)
         .IgnoreError();  // Sizes were validated.
   }
+  Publish(layout, *std::move(map), std::move(partitions));
+  return true;
+}
+
+void ShardStore::Publish(const ModelLayout& layout, PartitionMap map,
+                         std::vector<std::unique_ptr<PartitionState>> partitions) {
   layout_ = layout;
-  map_ = *std::move(map);
+  map_ = std::move(map);
   partitions_ = std::move(partitions);
   initialized_.store(true, std::memory_order_release);
-  return true;
+}
+
+absl::StatusOr<ShardState> ShardStore::ExportState() const {
+  if (absl::Status s = RequireInitialized(); !s.ok()) return s;
+  ShardState state;
+  state.layout = layout_;
+  state.shard_index = options_.shard_index;
+  state.num_shards = options_.num_shards;
+  state.optimizer_state_slots = optimizer_.state_slots();
+  state.partitions.reserve(owned_partitions().size());
+  for (uint32_t id : owned_partitions()) {
+    const PartitionState& p = *partitions_[id];
+    const int64_t n = map_.partitions()[id].num_elements;
+    PartitionSnapshot& snapshot = state.partitions.emplace_back();
+    snapshot.id = id;
+    // Allocated (and faulted in) before locking, so a push waits only for
+    // the copy itself.
+    snapshot.weights.resize(n);
+    snapshot.optimizer_state.assign(state.optimizer_state_slots, std::vector<float>(n));
+    absl::ReaderMutexLock lock(&p.mu);
+    snapshot.version = p.version;
+    std::copy(p.weights.begin(), p.weights.end(), snapshot.weights.begin());
+    for (size_t s = 0; s < p.state.size(); ++s) {
+      std::copy(p.state[s].begin(), p.state[s].end(), snapshot.optimizer_state[s].begin());
+    }
+  }
+  state.global_step = global_step_.load();
+  return state;
+}
+
+absl::Status ShardStore::ImportState(const ShardState& state) {
+  return ImportState(ShardState(state));
+}
+
+absl::Status ShardStore::ImportState(ShardState&& state) {
+  absl::MutexLock lock(&init_mu_);
+  if (initialized()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "shard already holds a model (", layout_.Summary(),
+        "); a state can only be imported into a fresh shard"));
+  }
+  if (state.shard_index != options_.shard_index || state.num_shards != options_.num_shards) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "state is of shard %d of %d, this is shard %d of %d", state.shard_index,
+        state.num_shards, options_.shard_index, options_.num_shards));
+  }
+  if (state.optimizer_state_slots != optimizer_.state_slots()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "state has %d optimizer state slots, this shard's optimizer uses %d (another optimizer "
+        "or momentum setting?)",
+        state.optimizer_state_slots, optimizer_.state_slots()));
+  }
+  absl::StatusOr<PartitionMap> map = ValidatedPartitionMap(state);
+  if (!map.ok()) return map.status();
+
+  std::vector<std::unique_ptr<PartitionState>> partitions(map->partitions().size());
+  for (PartitionSnapshot& snapshot : state.partitions) {
+    const uint32_t id = snapshot.id;
+    partitions[id] = std::make_unique<PartitionState>(std::move(snapshot));
+  }
+  global_step_.store(state.global_step);
+  Publish(state.layout, *std::move(map), std::move(partitions));
+  return absl::OkStatus();
 }
 
 absl::Status ShardStore::ValidateVersions(const std::vector<PayloadRange>& ranges) const {

@@ -50,6 +50,35 @@ struct PushOutcome {
   std::vector<uint64_t> staleness;
 };
 
+// One owned partition's complete training state, copied out of a shard or
+// into one.
+struct PartitionSnapshot {
+  uint32_t id = 0;
+  uint64_t version = 0;
+  std::vector<float> weights;
+  // ShardState::optimizer_state_slots arrays, each of weights.size() floats
+  // (AdamW: m then v; SGD with momentum: the momentum buffer).
+  std::vector<std::vector<float>> optimizer_state;
+};
+
+// Everything a shard needs to resume training where it left off: its model,
+// its place among the shards, the update count that drives the learning
+// rate, and every owned partition. Push ids and statistics are not part of it.
+struct ShardState {
+  ModelLayout layout;
+  uint32_t shard_index = 0;
+  uint32_t num_shards = 0;
+  uint64_t global_step = 0;
+  int optimizer_state_slots = 0;
+  std::vector<PartitionSnapshot> partitions;  // Exported in ascending id order.
+};
+
+// Checks that `state` is self-consistent: a non-empty layout that cuts into a
+// PartitionMap for num_shards, exactly the partitions of shard_index (each
+// once, any order) with the map's element counts, optimizer_state_slots arrays
+// per partition, and only finite values. INVALID_ARGUMENT otherwise.
+absl::Status ValidateShardState(const ShardState& state);
+
 // Owns the shard's partitions and applies gradients to them. Promises:
 // every request is fully validated before it changes anything; a partition
 // is read and written under its own lock, so pushes to different partitions
@@ -81,6 +110,23 @@ class ShardStore {
   const std::vector<uint32_t>& owned_partitions() const;
   int64_t owned_elements() const;
 
+  // Copies the shard's state. Each partition is copied under its reader lock,
+  // one at a time, so each is at one version and pushes wait for at most one
+  // partition copy; different partitions may be at different versions unless
+  // the caller has paused pushes. global_step is read after the copies, so it
+  // counts at least every push whose effect is in them. FAILED_PRECONDITION
+  // before the model is initialised.
+  absl::StatusOr<ShardState> ExportState() const;
+
+  // Initialises the store from an exported state (weights, optimizer state,
+  // versions and global_step). FAILED_PRECONDITION if the store is already
+  // initialised; INVALID_ARGUMENT if the state belongs to another shard index
+  // or shard count, uses another number of optimizer state slots, or fails
+  // ValidateShardState. Everything is checked before anything changes.
+  absl::Status ImportState(const ShardState& state);
+  // Same, moving the arrays instead of copying them.
+  absl::Status ImportState(ShardState&& state);
+
   const ShardOptions& options() const { return options_; }
   double LearningRateNow() const;
   // Fills the counters and partition versions of a Stats reply.
@@ -99,6 +145,10 @@ class ShardStore {
                               const PartitionMap& map, bool require_full_cover) const;
   absl::Status ValidateVersions(const std::vector<PayloadRange>& ranges) const;
   PushOutcome Apply(v1::DType dtype, const std::vector<PayloadRange>& ranges);
+  // Makes a validated model visible to every other method.
+  void Publish(const ModelLayout& layout, PartitionMap map,
+               std::vector<std::unique_ptr<PartitionState>> partitions)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(init_mu_);
 
   const ShardOptions options_;
   const LearningRateSchedule schedule_;

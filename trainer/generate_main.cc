@@ -30,17 +30,9 @@ ABSL_FLAG(double, temperature, 0.8, "Sampling temperature; 0: greedy.");
 ABSL_FLAG(int64_t, top_k, 40, "Sample among the k likeliest tokens; 0: all.");
 ABSL_FLAG(uint64_t, seed, 7, "Sampling seed.");
 ABSL_FLAG(std::string, dtype, "bf16", "Compute precision for evaluation and sampling.");
-ABSL_FLAG(int, threads, 0, "Intra-op threads; 0: one per physical core.");
 ABSL_FLAG(double, wait_s, 30, "Seconds to wait for the model to be initialised.");
 
 namespace {
-
-spotps::ComputeRuntimeOptions RuntimeOptions(spotps::ComputeDType dtype) {
-  spotps::ComputeRuntimeOptions options;
-  options.threads = absl::GetFlag(FLAGS_threads);
-  options.dtype = dtype;
-  return options;
-}
 
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "spotps-generate: %s\n", s.ToString().c_str());
@@ -56,7 +48,7 @@ int main(int argc, char** argv) {
   absl::StatusOr<spotps::ComputeDType> dtype = spotps::ParseComputeDType(absl::GetFlag(FLAGS_dtype));
   if (!dtype.ok()) return Fail(dtype.status());
   absl::StatusOr<spotps::ComputeRuntimeInfo> runtime =
-      spotps::ConfigureComputeRuntime(RuntimeOptions(*dtype));
+      spotps::ConfigureComputeRuntime(spotps::ComputeRuntimeOptionsFromFlags(*dtype));
   if (!runtime.ok()) return Fail(runtime.status());
   absl::StatusOr<spotps::GptConfig> config = spotps::GptConfigFromFlags();
   if (!config.ok()) return Fail(config.status());

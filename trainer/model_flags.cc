@@ -8,6 +8,7 @@ ABSL_FLAG(int64_t, n_head, 0, "Override the preset's attention heads.");
 ABSL_FLAG(int64_t, d_model, 0, "Override the preset's width.");
 ABSL_FLAG(int64_t, context_len, 0, "Override the preset's context length.");
 ABSL_FLAG(int64_t, vocab_size, 0, "Override the preset's vocabulary size.");
+ABSL_FLAG(int, threads, 0, "Intra-op threads; 0: one per physical core.");
 
 namespace spotps {
 
@@ -24,6 +25,13 @@ absl::StatusOr<GptConfig> GptConfigFromFlags() {
   override_with(absl::GetFlag(FLAGS_vocab_size), config->vocab_size);
   if (absl::Status s = ValidateGptConfig(*config); !s.ok()) return s;
   return config;
+}
+
+ComputeRuntimeOptions ComputeRuntimeOptionsFromFlags(ComputeDType dtype) {
+  ComputeRuntimeOptions options;
+  options.threads = absl::GetFlag(FLAGS_threads);
+  options.dtype = dtype;
+  return options;
 }
 
 }  // namespace spotps

@@ -1,5 +1,6 @@
 // Command-line flags that pick the model (--model preset plus per-dimension
-// overrides), shared by every binary that builds a GptModel.
+// overrides) and its compute threads, shared by every binary that builds a
+// GptModel.
 #ifndef SPOTPS_TRAINER_MODEL_FLAGS_H_
 #define SPOTPS_TRAINER_MODEL_FLAGS_H_
 
@@ -7,6 +8,7 @@
 
 #include "absl/flags/declare.h"
 #include "absl/status/statusor.h"
+#include "trainer/compute_runtime.h"
 #include "trainer/gpt_config.h"
 
 ABSL_DECLARE_FLAG(std::string, model);
@@ -16,6 +18,9 @@ namespace spotps {
 // The preset named by --model with --n_layer, --n_head, --d_model,
 // --context_len and --vocab_size applied on top (0 keeps the preset's).
 absl::StatusOr<GptConfig> GptConfigFromFlags();
+
+// --threads and the given precision, for ConfigureComputeRuntime().
+ComputeRuntimeOptions ComputeRuntimeOptionsFromFlags(ComputeDType dtype);
 
 }  // namespace spotps
 

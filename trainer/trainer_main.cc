@@ -3,10 +3,9 @@
 //   spotps-trainer --ps=127.0.0.1:7000,127.0.0.1:7001 --model=small --data=corpus.tokens
 //
 // Pulls weights, computes BF16 gradients with LibTorch and pushes them back
-// asynchronously. SIGTERM or SIGINT stop it after the current step, with its
-// last gradient pushed; it then prints a summary line and exits 0.
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/signal_set.hpp>
+// asynchronously. SIGTERM or SIGINT drain it: it finishes the current step
+// within --drain_deadline_s (or drops it), pushes its last gradient, commits
+// or releases its work units, deregisters, prints a summary line and exits 0.
 #include <atomic>
 #include <cmath>
 #include <csignal>
@@ -16,12 +15,17 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "client/coordinator_client.h"
 #include "client/cluster.h"
 #include "client/transport_args.h"
 #include "trainer/compute_runtime.h"
+#include "trainer/graceful_drain.h"
+#include "trainer/spot_notice_watcher.h"
 #include "trainer/model_flags.h"
 #include "trainer/training_worker.h"
+#include "trainer/worker_membership.h"
 
 ABSL_FLAG(std::string, ps, "127.0.0.1:7000", "Shard addresses host:port,... in shard order.");
 ABSL_FLAG(std::string, data, "", "Token file made by spotps-tokenize.");
@@ -31,7 +35,6 @@ ABSL_FLAG(int64_t, seq_len, 128, "Tokens per sequence.");
 ABSL_FLAG(int64_t, steps, 0, "Steps to train; 0: until --epochs or --max_seconds.");
 ABSL_FLAG(double, epochs, 0, "Passes over the training tokens (converted to steps).");
 ABSL_FLAG(double, max_seconds, 0, "Stop after this long; 0: no limit.");
-ABSL_FLAG(int, threads, 0, "Intra-op threads; 0: one per physical core.");
 ABSL_FLAG(uint64_t, seed, 1234, "Initial weights (same on every worker) and data seed.");
 ABSL_FLAG(int, worker_index, 0, "Distinguishes workers' data streams and log lines.");
 ABSL_FLAG(double, clip_norm, 1.0, "Clip gradients to this global norm; 0: off.");
@@ -40,22 +43,44 @@ ABSL_FLAG(int64_t, eval_every, 0, "Validation loss every N steps; 0: only at the
 ABSL_FLAG(int64_t, eval_batches, 8, "Validation batches per evaluation; 0: none.");
 ABSL_FLAG(bool, overlap, true, "Overlap pull/push with compute.");
 ABSL_FLAG(double, ps_timeout_s, 120, "Keep retrying an unreachable cluster this long.");
+ABSL_FLAG(double, drain_deadline_s, 30,
+          "After SIGTERM/SIGINT or a spot notice, finish the step within this, or drop it.");
+ABSL_FLAG(bool, watch_spot_notice, false,
+          "Poll the EC2 instance-metadata service for a spot interruption notice and drain "
+          "when one appears (turn on for spot instances).");
+ABSL_FLAG(std::string, metadata_url, "http://169.254.169.254",
+          "Instance-metadata endpoint (IMDSv2) for --watch_spot_notice.");
+ABSL_FLAG(double, spot_poll_s, 5, "Seconds between spot-notice polls.");
+ABSL_FLAG(std::string, coordinator, "auto",
+          "Work units from this coordinator (host:port); auto: shard 0 if it hosts one; "
+          "none: train an endless stream of this worker's own samples.");
 
 namespace {
-
-spotps::ComputeRuntimeOptions RuntimeOptions(spotps::ComputeDType dtype) {
-  spotps::ComputeRuntimeOptions options;
-  options.threads = absl::GetFlag(FLAGS_threads);
-  options.dtype = dtype;
-  return options;
-}
 
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "spotps-trainer: %s\n", s.ToString().c_str());
   return 1;
 }
 
-absl::StatusOr<spotps::TrainingOptions> OptionsFromFlags(const spotps::TokenDataset& data) {
+// The coordinator to take work units from, or null to free-run.
+absl::StatusOr<std::unique_ptr<spotps::CoordinatorClient>> CoordinatorFromFlags() {
+  std::string address = absl::GetFlag(FLAGS_coordinator);
+  if (address == "none") return nullptr;
+  const bool optional = address == "auto";
+  if (optional) {
+    const std::string ps = absl::GetFlag(FLAGS_ps);
+    address = ps.substr(0, ps.find(','));  // Shard 0 hosts the coordinator.
+  }
+  auto client = spotps::CoordinatorClient::Connect(address);
+  if (!client.ok()) return client.status();
+  absl::StatusOr<spotps::v1::ProgressResponse> probe = (*client)->Progress();
+  if (probe.ok()) return client;
+  if (optional && absl::IsUnimplemented(probe.status())) return nullptr;
+  return probe.status();
+}
+
+absl::StatusOr<spotps::TrainingOptions> OptionsFromFlags(const spotps::TokenDataset& data,
+                                                         bool coordinated) {
   spotps::TrainingOptions o;
   absl::StatusOr<spotps::ComputeDType> dtype = spotps::ParseComputeDType(absl::GetFlag(FLAGS_dtype));
   if (!dtype.ok()) return dtype.status();
@@ -70,7 +95,10 @@ absl::StatusOr<spotps::TrainingOptions> OptionsFromFlags(const spotps::TokenData
   o.max_time = absl::Seconds(absl::GetFlag(FLAGS_max_seconds));
   o.clip_norm = absl::GetFlag(FLAGS_clip_norm);
   const int index = absl::GetFlag(FLAGS_worker_index);
-  o.data_seed = absl::GetFlag(FLAGS_seed) * 1000003u + static_cast<uint64_t>(index);
+  // Coordinated workers share one sample space that the units index; free
+  // workers each draw their own stream.
+  o.data_seed = coordinated ? absl::GetFlag(FLAGS_seed)
+                            : absl::GetFlag(FLAGS_seed) * 1000003u + static_cast<uint64_t>(index);
   o.log_every = absl::GetFlag(FLAGS_log_every);
   o.eval_every = absl::GetFlag(FLAGS_eval_every);
   o.eval_batches = absl::GetFlag(FLAGS_eval_batches);
@@ -83,13 +111,14 @@ absl::StatusOr<spotps::TrainingOptions> OptionsFromFlags(const spotps::TokenData
 }  // namespace
 
 int main(int argc, char** argv) {
+  const absl::Time process_start = absl::Now();
   absl::SetProgramUsageMessage("spotps training worker");
   absl::ParseCommandLine(argc, argv);
   spotps::TuneAllocatorForBulkTransfers();
   absl::StatusOr<spotps::ComputeDType> dtype = spotps::ParseComputeDType(absl::GetFlag(FLAGS_dtype));
   if (!dtype.ok()) return Fail(dtype.status());
   absl::StatusOr<spotps::ComputeRuntimeInfo> runtime =
-      spotps::ConfigureComputeRuntime(RuntimeOptions(*dtype));
+      spotps::ConfigureComputeRuntime(spotps::ComputeRuntimeOptionsFromFlags(*dtype));
   if (!runtime.ok()) return Fail(runtime.status());
   std::printf("%s\n", spotps::RuntimeLine(*runtime).c_str());
   std::fflush(stdout);
@@ -97,7 +126,10 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_data).empty()) return Fail(absl::InvalidArgumentError("--data is required"));
   absl::StatusOr<spotps::TokenDataset> data = spotps::TokenDataset::Open(absl::GetFlag(FLAGS_data));
   if (!data.ok()) return Fail(data.status());
-  absl::StatusOr<spotps::TrainingOptions> options = OptionsFromFlags(*data);
+  absl::StatusOr<std::unique_ptr<spotps::CoordinatorClient>> coordinator = CoordinatorFromFlags();
+  if (!coordinator.ok()) return Fail(coordinator.status());
+  absl::StatusOr<spotps::TrainingOptions> options = OptionsFromFlags(*data, *coordinator != nullptr);
+  if (options.ok()) options->process_start = process_start;
   if (!options.ok()) return Fail(options.status());
   absl::StatusOr<spotps::GptConfig> config = spotps::GptConfigFromFlags();
   if (!config.ok()) return Fail(config.status());
@@ -107,36 +139,54 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<spotps::Cluster>> cluster =
       spotps::Cluster::Connect(absl::GetFlag(FLAGS_ps));
   if (!cluster.ok()) return Fail(cluster.status());
-  absl::StatusOr<std::unique_ptr<spotps::TrainingWorker>> worker =
-      spotps::TrainingWorker::Create(cluster->get(), *model, &*data, *options);
+  std::unique_ptr<spotps::WorkerMembership> membership;
+  if (*coordinator != nullptr) {
+    auto joined = spotps::WorkerMembership::Join(coordinator->get(), options->name);
+    if (!joined.ok()) return Fail(joined.status());
+    membership = *std::move(joined);
+  }
+  absl::StatusOr<std::unique_ptr<spotps::TrainingWorker>> worker = spotps::TrainingWorker::Create(
+      cluster->get(), *model, &*data, *options, {coordinator->get(), membership.get()});
   if (!worker.ok()) return Fail(worker.status());
   std::printf("[%s] model %s: %s, %d train tokens\n", options->name.c_str(),
               absl::GetFlag(FLAGS_model).c_str(), (*cluster)->layout().Summary().c_str(),
               static_cast<int>(data->num_train_tokens()));
   std::fflush(stdout);
 
-  std::atomic<bool> stop{false};
-  boost::asio::io_context io;
-  boost::asio::signal_set signals(io, SIGINT, SIGTERM);
-  signals.async_wait([&](const boost::system::error_code& ec, int signo) {
-    if (!ec) stop = true;
+  spotps::GracefulDrain drain(absl::Seconds(absl::GetFlag(FLAGS_drain_deadline_s)), [&membership] {
+    if (membership != nullptr) membership->Leave();
   });
-  std::thread signal_thread([&io] { io.run(); });
+  std::unique_ptr<spotps::SpotNoticeWatcher> spot_watcher;
+  if (absl::GetFlag(FLAGS_watch_spot_notice)) {
+    spotps::SpotNoticeWatcher::Options watch;
+    watch.metadata_url = absl::GetFlag(FLAGS_metadata_url);
+    watch.poll_interval = absl::Seconds(absl::GetFlag(FLAGS_spot_poll_s));
+    auto watcher = spotps::SpotNoticeWatcher::Create(watch, [&drain](const spotps::SpotNotice& n) {
+      drain.Begin(absl::StrCat("spot notice (", n.action, " at ", n.time, ")"));
+    });
+    if (!watcher.ok()) return Fail(watcher.status());
+    spot_watcher = *std::move(watcher);
+    spot_watcher->Start();
+  }
   absl::StatusOr<spotps::TrainingSummary> summary =
-      (*worker)->Run(stop, [](const std::string& line) {
+      (*worker)->Run(drain.stop_flag(), [](const std::string& line) {
         std::printf("%s\n", line.c_str());
         std::fflush(stdout);
       });
-  io.stop();
-  signal_thread.join();
+  drain.Finished();
+  if (spot_watcher != nullptr) spot_watcher->Stop();
+  if (membership != nullptr) membership->Leave();
   if (!summary.ok()) return Fail(summary.status());
   std::printf(
       "summary: worker=%s steps=%lld tokens=%lld seconds=%.1f tokens_per_s=%.0f train_loss=%.4f "
-      "val_loss=%.4f staleness=%.2f pull_ms=%.1f push_ms=%.1f compute_ms=%.1f dropped=%lld\n",
+      "val_loss=%.4f staleness=%.2f pull_ms=%.1f push_ms=%.1f compute_ms=%.1f dropped=%lld "
+      "units=%lld job_done=%d first_push_s=%.2f drain_ms=%.0f\n",
       options->name.c_str(), static_cast<long long>(summary->steps),
       static_cast<long long>(summary->tokens), summary->seconds, summary->tokens_per_s,
       summary->last_train_loss, summary->val_loss, summary->mean_staleness, summary->mean_pull_ms,
       summary->mean_push_ms, summary->mean_compute_ms,
-      static_cast<long long>(summary->pushes_dropped));
+      static_cast<long long>(summary->pushes_dropped),
+      static_cast<long long>(summary->units_committed), summary->job_done ? 1 : 0,
+      summary->first_push_s, absl::ToDoubleMilliseconds(drain.drain_time()));
   return 0;
 }

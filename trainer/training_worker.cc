@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <future>
+#include <optional>
 
 #include "absl/strings/str_format.h"
 #include "trainer/evaluation.h"
@@ -19,7 +20,11 @@ double MillisSince(absl::Time start) { return absl::ToDoubleMilliseconds(absl::N
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TrainingWorker>> TrainingWorker::Create(
-    Cluster* cluster, GptModel model, const TokenDataset* data, const TrainingOptions& options) {
+    Cluster* cluster, GptModel model, const TokenDataset* data, const TrainingOptions& options,
+    WorkSource work) {
+  if ((work.coordinator == nullptr) != (work.membership == nullptr)) {
+    return absl::InvalidArgumentError("a work source needs both a coordinator and a membership");
+  }
   if (options.batch_size <= 0 || options.seq_len <= 0 ||
       options.seq_len > model->config().context_len) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -42,12 +47,14 @@ absl::StatusOr<std::unique_ptr<TrainingWorker>> TrainingWorker::Create(
     return init.status();
   }
   return std::unique_ptr<TrainingWorker>(
-      new TrainingWorker(cluster, std::move(model), *std::move(binding), data, options));
+      new TrainingWorker(cluster, std::move(model), *std::move(binding), data, options, work));
 }
 
 TrainingWorker::TrainingWorker(Cluster* cluster, GptModel model, ParameterBinding binding,
-                               const TokenDataset* data, const TrainingOptions& options)
+                               const TokenDataset* data, const TrainingOptions& options,
+                               WorkSource work)
     : cluster_(cluster),
+      work_(work),
       model_(std::move(model)),
       binding_(std::move(binding)),
       data_(data),
@@ -72,7 +79,7 @@ absl::Status TrainingWorker::PullWithRecovery() {
   }
 }
 
-absl::Status TrainingWorker::PushWithRecovery() {
+absl::StatusOr<bool> TrainingWorker::PushWithRecovery() {
   const absl::Time give_up = absl::Now() + options_.unavailable_timeout;
   const absl::Time start = absl::Now();
   const std::string push_id = cluster_->NewPushId();  // Kept across retries.
@@ -82,16 +89,16 @@ absl::Status TrainingWorker::PushWithRecovery() {
         cluster_->Push(gradient_, base_versions_, wire_dtype_, push_id);
     if (r.ok()) {
       push_ms_ += MillisSince(start);
-      pushes_ += 1;
+      if (pushes_++ == 0) first_push_ = absl::Now();
       staleness_sum_ += static_cast<double>(r->max_staleness);
-      return absl::OkStatus();
+      return true;
     }
     // Too stale, or based on versions a restarted shard no longer has: the
     // gradient is useless; drop it and make the next pull a full one.
     if (absl::IsAborted(r.status()) || absl::IsOutOfRange(r.status())) {
       pushes_dropped_ += 1;
       weights_.versions.clear();
-      return absl::OkStatus();
+      return false;
     }
     if (!IsTransient(r.status()) || absl::Now() + backoff > give_up) return r.status();
     absl::SleepFor(backoff);
@@ -99,17 +106,59 @@ absl::Status TrainingWorker::PushWithRecovery() {
   }
 }
 
+absl::Status TrainingWorker::PushPending() {
+  absl::StatusOr<bool> applied = PushWithRecovery();
+  if (!applied.ok()) return applied.status();
+  if (work_.coordinator == nullptr) return absl::OkStatus();
+  const uint64_t me = work_.membership->worker_id();
+  const Unit& u = pending_unit_;
+  // A coordinator hiccup must not stop training: an uncommitted unit is
+  // re-issued when its lease runs out, and counted as trained twice.
+  if (*applied) {
+    absl::StatusOr<bool> duplicate = work_.coordinator->Commit(me, u.epoch, u.index);
+    if (duplicate.ok()) units_committed_ += *duplicate ? 0 : 1;
+  } else {
+    work_.coordinator->Release(me, u.epoch, u.index).IgnoreError();
+  }
+  return absl::OkStatus();
+}
+
 absl::Status TrainingWorker::Communicate(bool push) {
   if (push) {
-    if (absl::Status s = PushWithRecovery(); !s.ok()) return s;
+    if (absl::Status s = PushPending(); !s.ok()) return s;
   }
   return PullWithRecovery();
 }
 
-absl::StatusOr<double> TrainingWorker::ComputeGradient(int64_t step) {
+absl::StatusOr<std::optional<TrainingWorker::Unit>> TrainingWorker::NextUnit(
+    int64_t step, bool& gradient_pending, const std::atomic<bool>& stop) {
+  if (work_.coordinator == nullptr) return Unit{0, static_cast<uint64_t>(step), static_cast<uint64_t>(step)};
+  while (!stop.load()) {
+    absl::StatusOr<v1::AcquireUnitResponse> r =
+        work_.coordinator->Acquire(work_.membership->worker_id());
+    if (absl::IsNotFound(r.status())) {
+      if (absl::Status s = work_.membership->Rejoin(); !s.ok()) return s;
+      continue;
+    }
+    if (!r.ok()) return r.status();
+    if (r->outcome() == v1::AcquireUnitResponse::OUTCOME_UNIT) {
+      return Unit{r->unit().epoch(), r->unit().index(), r->unit().data_unit()};
+    }
+    if (r->outcome() == v1::AcquireUnitResponse::OUTCOME_DONE) return std::optional<Unit>();
+    // Every remaining unit is leased, maybe one to us: settle ours first, or
+    // the epoch could wait on the gradient we are sitting on.
+    if (gradient_pending) {
+      if (absl::Status s = PushPending(); !s.ok()) return s;
+      gradient_pending = false;
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return std::optional<Unit>();
+}
+
+absl::StatusOr<double> TrainingWorker::ComputeGradient(uint64_t data_unit) {
   absl::StatusOr<TokenBatch> batch =
-      data_->TrainBatch(options_.data_seed, static_cast<uint64_t>(step), options_.batch_size,
-                        options_.seq_len);
+      data_->TrainBatch(options_.data_seed, data_unit, options_.batch_size, options_.seq_len);
   if (!batch.ok()) return batch.status();
   model_->zero_grad(/*set_to_none=*/true);
   absl::StatusOr<torch::Tensor> loss =
@@ -140,6 +189,12 @@ absl::StatusOr<TrainingSummary> TrainingWorker::Run(
            (options_.max_time > absl::ZeroDuration() && absl::Now() - start >= options_.max_time);
   };
   while (!out_of_budget()) {
+    absl::StatusOr<std::optional<Unit>> unit = NextUnit(summary.steps, gradient_pending, stop);
+    if (!unit.ok()) return unit.status();
+    if (!unit->has_value()) {
+      summary.job_done = !stop.load();
+      break;
+    }
     binding_.LoadWeights(weights_.values);
     const std::vector<uint64_t> versions = weights_.versions;
     std::future<absl::Status> comm;
@@ -148,13 +203,14 @@ absl::StatusOr<TrainingSummary> TrainingWorker::Run(
                         [this, gradient_pending] { return Communicate(gradient_pending); });
     }
     const absl::Time compute_start = absl::Now();
-    absl::StatusOr<double> loss = ComputeGradient(summary.steps);
+    absl::StatusOr<double> loss = ComputeGradient((*unit)->data_unit);
     compute_ms += MillisSince(compute_start);
     absl::Status comm_status = options_.overlap ? comm.get() : absl::OkStatus();
     if (!loss.ok()) return loss.status();
     if (!comm_status.ok()) return comm_status;
     binding_.GatherGradients(absl::MakeSpan(gradient_));
     base_versions_ = versions;
+    pending_unit_ = **unit;
     gradient_pending = true;
     if (!options_.overlap) {
       if (absl::Status s = Communicate(true); !s.ok()) return s;
@@ -188,7 +244,7 @@ absl::StatusOr<TrainingSummary> TrainingWorker::Run(
   }
   // Nothing computed is lost: the last gradient goes out before we leave.
   if (gradient_pending) {
-    if (absl::Status s = PushWithRecovery(); !s.ok()) return s;
+    if (absl::Status s = PushPending(); !s.ok()) return s;
   }
   summary.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   summary.tokens_per_s = summary.tokens / std::max(summary.seconds, 1e-9);
@@ -197,6 +253,9 @@ absl::StatusOr<TrainingSummary> TrainingWorker::Run(
   summary.mean_push_ms = pushes_ ? push_ms_ / pushes_ : 0.0;
   summary.mean_compute_ms = summary.steps ? compute_ms / summary.steps : 0.0;
   summary.pushes_dropped = pushes_dropped_;
+  summary.units_committed = units_committed_;
+  summary.first_push_s =
+      pushes_ > 0 ? absl::ToDoubleSeconds(first_push_ - options_.process_start) : -1.0;
   summary.val_loss = std::nan("");
   if (options_.eval_batches > 0) {
     if (absl::Status s = PullWithRecovery(); !s.ok()) return s;

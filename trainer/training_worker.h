@@ -18,10 +18,12 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/cluster.h"
+#include "client/coordinator_client.h"
 #include "trainer/compute_precision.h"
 #include "trainer/gpt_model.h"
 #include "trainer/parameter_binding.h"
 #include "trainer/token_dataset.h"
+#include "trainer/worker_membership.h"
 
 namespace spotps {
 
@@ -41,6 +43,8 @@ struct TrainingOptions {
   // (a shard restarting) before giving up.
   absl::Duration unavailable_timeout = absl::Seconds(120);
   std::string name = "trainer";
+  // When the process started, for the join-to-first-push time.
+  absl::Time process_start = absl::Now();
 };
 
 struct TrainingSummary {
@@ -53,6 +57,16 @@ struct TrainingSummary {
   double mean_staleness = 0;
   double mean_pull_ms = 0, mean_push_ms = 0, mean_compute_ms = 0;
   int64_t pushes_dropped = 0;  // Refused as too stale.
+  int64_t units_committed = 0;
+  bool job_done = false;       // The coordinator has no work left.
+  double first_push_s = -1;    // From process start to the first applied push.
+};
+
+// Where a worker's batches come from: work units leased from the
+// coordinator, or (both null) its own endless stream of steps.
+struct WorkSource {
+  CoordinatorClient* coordinator = nullptr;
+  WorkerMembership* membership = nullptr;
 };
 
 // Owns the worker's model binding and buffers; borrows the cluster, model
@@ -66,25 +80,40 @@ class TrainingWorker {
   // holds the same model.
   static absl::StatusOr<std::unique_ptr<TrainingWorker>> Create(Cluster* cluster, GptModel model,
                                                                 const TokenDataset* data,
-                                                                const TrainingOptions& options);
+                                                                const TrainingOptions& options,
+                                                                WorkSource work = {});
 
   // Trains until max_steps, max_time or `stop`. Progress lines go to `log`.
   absl::StatusOr<TrainingSummary> Run(const std::atomic<bool>& stop,
                                       const std::function<void(const std::string&)>& log);
 
  private:
-  TrainingWorker(Cluster* cluster, GptModel model, ParameterBinding binding,
-                 const TokenDataset* data, const TrainingOptions& options);
+  // A leased work unit (or, without a coordinator, a step number).
+  struct Unit {
+    uint32_t epoch = 0;
+    uint64_t index = 0;
+    uint64_t data_unit = 0;
+  };
 
-  // Forward/backward/clip on this step's batch; returns the loss.
-  absl::StatusOr<double> ComputeGradient(int64_t step);
-  // Pushes gradient_ computed at base_versions_, then pulls into weights_,
-  // riding out a restarting shard up to unavailable_timeout.
+  TrainingWorker(Cluster* cluster, GptModel model, ParameterBinding binding,
+                 const TokenDataset* data, const TrainingOptions& options, WorkSource work);
+
+  // Forward/backward/clip on this unit's batch; returns the loss.
+  absl::StatusOr<double> ComputeGradient(uint64_t data_unit);
+  // Pushes gradient_ (computed at base_versions_ for pending_unit_) and
+  // settles the unit, then pulls into weights_, riding out a restarting
+  // shard up to unavailable_timeout.
   absl::Status Communicate(bool push);
   absl::Status PullWithRecovery();
-  absl::Status PushWithRecovery();
+  // Returns false when the PS refused the gradient as too stale.
+  absl::StatusOr<bool> PushWithRecovery();
+  absl::Status PushPending();
+  // The next unit to train, or nullopt when the job is done or `stop` rose.
+  absl::StatusOr<std::optional<Unit>> NextUnit(int64_t step, bool& gradient_pending,
+                                               const std::atomic<bool>& stop);
 
   Cluster* const cluster_;
+  const WorkSource work_;
   GptModel model_;
   ParameterBinding binding_;
   const TokenDataset* const data_;
@@ -94,6 +123,9 @@ class TrainingWorker {
   WeightSnapshot weights_;              // Written by the comm task only.
   std::vector<float> gradient_;
   std::vector<uint64_t> base_versions_;  // Versions gradient_ was computed at.
+  Unit pending_unit_;                    // The unit gradient_ trained.
+  int64_t units_committed_ = 0;
+  absl::Time first_push_;
   double staleness_sum_ = 0;
   int64_t pushes_ = 0, pushes_dropped_ = 0;
   double pull_ms_ = 0, push_ms_ = 0;

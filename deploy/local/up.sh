@@ -3,7 +3,7 @@
 # default corpus (the King James Bible from Debian's bible-kjv package).
 #
 #   deploy/local/up.sh [--seconds=180] [--workers=2] [--shards=2] [--model=tiny]
-#                      [--batch=8] [--seq_len=128] [--lr=1e-3] [--dtype=bf16]
+#                      [--batch=8] [--seq_len=128] [--lr=1e-3] [--dtype=bf16] [--epochs=1]
 #
 # Installs the dependencies, builds, prepares the corpus, starts the shards
 # and trainers on loopback, shows their progress, prints the validation loss,
@@ -20,6 +20,7 @@ BATCH=8
 SEQ_LEN=128
 LR=1e-3
 DTYPE=bf16
+EPOCHS=1
 for arg in "$@"; do
   case "$arg" in
     --seconds=*) SECONDS_TO_TRAIN=${arg#*=} ;;
@@ -31,6 +32,7 @@ for arg in "$@"; do
     --seq_len=*) SEQ_LEN=${arg#*=} ;;
     --lr=*) LR=${arg#*=} ;;
     --dtype=*) DTYPE=${arg#*=} ;;
+    --epochs=*) EPOCHS=${arg#*=} ;;
     -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "up.sh: unknown argument '$arg' (see --help)" >&2; exit 2 ;;
   esac
@@ -76,12 +78,18 @@ trap cleanup EXIT
 cores=$(nproc)
 trainer_threads=$(( cores / WORKERS )); [ $trainer_threads -ge 1 ] || trainer_threads=1
 
-say "starting $SHARDS shards (logs in $run_dir)"
+# One work unit is one trainer step; an epoch is about one pass over the
+# training tokens (the token file holds 2 bytes per token).
+units=$(( $(stat -c %s "$data") / 2 * 95 / 100 / (BATCH * SEQ_LEN) ))
+say "starting $SHARDS shards (logs in $run_dir); shard 0 coordinates $EPOCHS epoch(s) of $units units"
 addresses=""
 for i in $(seq 0 $((SHARDS - 1))); do
+  coordinator_flags=()
+  [ "$i" -eq 0 ] && coordinator_flags=(--epochs="$EPOCHS" --units_per_epoch="$units")
   "$bin/spotps-ps" --listen=127.0.0.1:0 --port_file="$run_dir/shard$i.port" \
       --shard_index=$i --num_shards=$SHARDS --optimizer=adamw --lr="$LR" \
-      --warmup_steps=50 --weight_decay=0.01 --beta2=0.99 > "$run_dir/shard$i.log" 2>&1 &
+      --warmup_steps=50 --weight_decay=0.01 --beta2=0.99 "${coordinator_flags[@]}" \
+      > "$run_dir/shard$i.log" 2>&1 &
   pids+=($!)
 done
 for i in $(seq 0 $((SHARDS - 1))); do

@@ -2,14 +2,13 @@
 // on generated text; the validation loss must fall well below its start.
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <random>
-#include <regex>
 
 #include "absl/strings/str_cat.h"
 #include "client/atomic_file.h"
 #include "client/cluster.h"
 #include "tests/support/child_process.h"
+#include "tests/support/generated_corpus.h"
+#include "tests/support/log_fields.h"
 #include "trainer/evaluation.h"
 #include "trainer/gpt_config.h"
 #include "trainer/gpt_model.h"
@@ -20,38 +19,11 @@ namespace {
 using testing::BinaryPath;
 using testing::ChildProcess;
 
-// Sentences from a tiny grammar: enough structure to learn quickly.
-std::string GeneratedText(size_t sentences) {
-  const std::vector<std::string> subjects = {"the cat", "a dog", "the old man", "my sister",
-                                             "the king", "a bird"};
-  const std::vector<std::string> verbs = {"sees", "likes", "follows", "finds", "calls"};
-  const std::vector<std::string> objects = {"the river", "a red apple", "the small house",
-                                            "the moon", "a green field"};
-  std::mt19937 rng(3);
-  std::string text;
-  for (size_t i = 0; i < sentences; ++i) {
-    text += subjects[rng() % subjects.size()] + " " + verbs[rng() % verbs.size()] + " " +
-            objects[rng() % objects.size()] + ".\n";
-  }
-  return text;
-}
-
-double ParseDouble(const std::string& text, const std::string& key) {
-  std::smatch m;
-  const std::regex re(key + "=([0-9.]+)");
-  return std::regex_search(text, m, re) ? std::stod(m[1]) : -1.0;
-}
-
 TEST(TrainingE2ETest, TwoTrainersCutValidationLossByThirtyPercent) {
   testing::TempDir dir;
-  const std::string text_path = dir.path() + "/corpus.txt";
-  const std::string tokens_path = dir.path() + "/corpus.tokens";
-  ASSERT_TRUE(WriteFileAtomically(text_path, GeneratedText(20000)).ok());
-  auto tokenize = ChildProcess::Start({BinaryPath("spotps-tokenize"), "--input=" + text_path,
-                                       "--output=" + tokens_path},
-                                      dir.path() + "/tokenize.log");
-  ASSERT_TRUE(tokenize.ok());
-  ASSERT_EQ(*(*tokenize)->Wait(absl::Seconds(60)), 0);
+  auto made = testing::MakeTokenFile(dir.path(), 20000);
+  ASSERT_TRUE(made.ok()) << made.status();
+  const std::string tokens_path = *made;
 
   // Every trainer initialises from seed 1234: this is the starting loss.
   auto data = TokenDataset::Open(tokens_path);
@@ -80,7 +52,7 @@ TEST(TrainingE2ETest, TwoTrainersCutValidationLossByThirtyPercent) {
     ASSERT_TRUE(code.ok()) << code.status();
     const std::string log = *ReadFile(absl::StrCat(dir.path(), "/trainer", i, ".log"));
     ASSERT_EQ(*code, 0) << log;
-    EXPECT_EQ(ParseDouble(log, "steps"), kSteps) << log;
+    EXPECT_EQ(testing::LogField(log, "steps"), kSteps) << log;
     EXPECT_NE(log.find("runtime: cpu_isa="), std::string::npos) << log;
   }
 
@@ -92,7 +64,7 @@ TEST(TrainingE2ETest, TwoTrainersCutValidationLossByThirtyPercent) {
   ASSERT_TRUE(gen.ok());
   ASSERT_EQ(*(*gen)->Wait(absl::Seconds(60)), 0);
   const std::string gen_log = *ReadFile(dir.path() + "/generate.log");
-  const double final_loss = ParseDouble(gen_log, "val_loss");
+  const double final_loss = testing::LogField(gen_log, "val_loss");
   ASSERT_GT(final_loss, 0) << gen_log;
   EXPECT_LE(final_loss, 0.7 * *start_loss)
       << "start " << *start_loss << " final " << final_loss << "\n" << gen_log;

@@ -1,0 +1,106 @@
+#include "client/coordinator_client.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace spotps {
+
+absl::StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Connect(
+    const std::string& address, const RetryPolicy& policy) {
+  if (address.find(':') == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat("coordinator address '", address,
+                                                   "' is not host:port"));
+  }
+  return std::unique_ptr<CoordinatorClient>(new CoordinatorClient(address, policy));
+}
+
+CoordinatorClient::CoordinatorClient(std::string address, const RetryPolicy& policy)
+    : address_(std::move(address)), policy_(policy) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  stub_ = v1::Coordinator::NewStub(
+      grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args));
+}
+
+absl::StatusOr<v1::RegisterResponse> CoordinatorClient::Register(const std::string& name) {
+  v1::RegisterRequest request;
+  request.set_name(name);
+  v1::RegisterResponse response;
+  absl::Status s = CallWithRetry(policy_, absl::StrCat("coordinator ", address_, " Register"),
+                                 [&](grpc::ClientContext* ctx) {
+                                   return stub_->Register(ctx, request, &response);
+                                 });
+  if (!s.ok()) return s;
+  return response;
+}
+
+absl::Status CoordinatorClient::Heartbeat(uint64_t worker_id) {
+  v1::HeartbeatRequest request;
+  request.set_worker_id(worker_id);
+  v1::HeartbeatResponse response;
+  return CallWithRetry(policy_, absl::StrCat("coordinator ", address_, " Heartbeat"),
+                       [&](grpc::ClientContext* ctx) {
+                         return stub_->Heartbeat(ctx, request, &response);
+                       });
+}
+
+absl::Status CoordinatorClient::Deregister(uint64_t worker_id) {
+  v1::DeregisterRequest request;
+  request.set_worker_id(worker_id);
+  v1::DeregisterResponse response;
+  return CallWithRetry(policy_, absl::StrCat("coordinator ", address_, " Deregister"),
+                       [&](grpc::ClientContext* ctx) {
+                         return stub_->Deregister(ctx, request, &response);
+                       });
+}
+
+absl::StatusOr<v1::AcquireUnitResponse> CoordinatorClient::Acquire(uint64_t worker_id) {
+  v1::AcquireUnitRequest request;
+  request.set_worker_id(worker_id);
+  v1::AcquireUnitResponse response;
+  absl::Status s = CallWithRetry(policy_, absl::StrCat("coordinator ", address_, " AcquireUnit"),
+                                 [&](grpc::ClientContext* ctx) {
+                                   return stub_->AcquireUnit(ctx, request, &response);
+                                 });
+  if (!s.ok()) return s;
+  return response;
+}
+
+absl::StatusOr<bool> CoordinatorClient::Commit(uint64_t worker_id, uint32_t epoch,
+                                               uint64_t index) {
+  v1::CommitUnitRequest request;
+  request.set_worker_id(worker_id);
+  request.set_epoch(epoch);
+  request.set_index(index);
+  v1::CommitUnitResponse response;
+  absl::Status s = CallWithRetry(policy_, absl::StrCat("coordinator ", address_, " CommitUnit"),
+                                 [&](grpc::ClientContext* ctx) {
+                                   return stub_->CommitUnit(ctx, request, &response);
+                                 });
+  if (!s.ok()) return s;
+  return response.duplicate();
+}
+
+absl::Status CoordinatorClient::Release(uint64_t worker_id, uint32_t epoch, uint64_t index) {
+  v1::ReleaseUnitRequest request;
+  request.set_worker_id(worker_id);
+  request.set_epoch(epoch);
+  request.set_index(index);
+  v1::ReleaseUnitResponse response;
+  return CallWithRetry(policy_, absl::StrCat("coordinator ", address_, " ReleaseUnit"),
+                       [&](grpc::ClientContext* ctx) {
+                         return stub_->ReleaseUnit(ctx, request, &response);
+                       });
+}
+
+absl::StatusOr<v1::ProgressResponse> CoordinatorClient::Progress() {
+  v1::ProgressResponse response;
+  absl::Status s = CallWithRetry(policy_, absl::StrCat("coordinator ", address_, " Progress"),
+                                 [&](grpc::ClientContext* ctx) {
+                                   return stub_->Progress(ctx, v1::ProgressRequest(), &response);
+                                 });
+  if (!s.ok()) return s;
+  return response;
+}
+
+}  // namespace spotps

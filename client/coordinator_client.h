@@ -1,0 +1,42 @@
+// CoordinatorClient: how a trainer (or spotps-ctl) talks to the coordinator
+// that shard 0 hosts: membership leases and work units.
+#ifndef SPOTPS_CLIENT_COORDINATOR_CLIENT_H_
+#define SPOTPS_CLIENT_COORDINATOR_CLIENT_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "client/rpc_retry.h"
+#include "spotps/v1/coordinator.grpc.pb.h"
+
+namespace spotps {
+
+// Owns one channel to the coordinator. Promises: every call has a deadline
+// and bounded retries (RetryPolicy); thread-safe.
+class CoordinatorClient {
+ public:
+  static absl::StatusOr<std::unique_ptr<CoordinatorClient>> Connect(
+      const std::string& address, const RetryPolicy& policy = {});
+
+  absl::StatusOr<v1::RegisterResponse> Register(const std::string& name);
+  // NOT_FOUND: the lease expired; register again.
+  absl::Status Heartbeat(uint64_t worker_id);
+  absl::Status Deregister(uint64_t worker_id);
+  absl::StatusOr<v1::AcquireUnitResponse> Acquire(uint64_t worker_id);
+  // Returns true if the unit had already been committed.
+  absl::StatusOr<bool> Commit(uint64_t worker_id, uint32_t epoch, uint64_t index);
+  absl::Status Release(uint64_t worker_id, uint32_t epoch, uint64_t index);
+  absl::StatusOr<v1::ProgressResponse> Progress();
+
+ private:
+  CoordinatorClient(std::string address, const RetryPolicy& policy);
+
+  const std::string address_;
+  const RetryPolicy policy_;
+  std::unique_ptr<v1::Coordinator::Stub> stub_;
+};
+
+}  // namespace spotps
+
+#endif  // SPOTPS_CLIENT_COORDINATOR_CLIENT_H_

@@ -1,0 +1,39 @@
+#include "ps/lease_table.h"
+
+namespace spotps {
+
+uint64_t LeaseTable::Register(const std::string& name, absl::Time now) {
+  const uint64_t id = next_id_++;
+  members_[id] = Member{id, name, now, 0};
+  return id;
+}
+
+bool LeaseTable::Renew(uint64_t id, absl::Time now) {
+  auto it = members_.find(id);
+  if (it == members_.end() || now - it->second.last_heartbeat > ttl_) return false;
+  it->second.last_heartbeat = now;
+  return true;
+}
+
+bool LeaseTable::Remove(uint64_t id) { return members_.erase(id) != 0; }
+
+std::vector<uint64_t> LeaseTable::Expire(absl::Time now) {
+  std::vector<uint64_t> expired;
+  for (auto it = members_.begin(); it != members_.end();) {
+    if (now - it->second.last_heartbeat > ttl_) {
+      expired.push_back(it->first);
+      it = members_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  expired_total_ += expired.size();
+  return expired;
+}
+
+void LeaseTable::CountCommit(uint64_t id) {
+  auto it = members_.find(id);
+  if (it != members_.end()) it->second.units_committed += 1;
+}
+
+}  // namespace spotps

@@ -1,0 +1,716 @@
+#include "ps/shard_checkpoint.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <utility>
+
+#if defined(__x86_64__)
+#include <nmmintrin.h>
+#endif
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "client/partition_map.h"
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "float arrays are written as they lie in memory, and the format is little-endian");
+
+namespace spotps {
+namespace {
+
+constexpr char kMagic[8] = {'S', 'P', 'O', 'T', 'C', 'K', 'P', 'T'};
+constexpr size_t kPrefixBytes = sizeof(kMagic) + 4 + 4;
+constexpr size_t kCrcBytes = 4;
+constexpr size_t kRecordHeadBytes = 4 + 8 + 8;
+constexpr size_t kTrailerBytes = 8 + kCrcBytes;
+constexpr int kIdDigits = 20;  // Enough for any uint64_t.
+constexpr absl::string_view kSuffix = ".ckpt";
+// A file being written is "<checkpoint name>.tmp.<pid>".
+constexpr absl::string_view kTemporaryInfix = ".tmp.";
+// read(2) and write(2) move at most about 2 GiB per call on Linux.
+constexpr size_t kIoChunkBytes = size_t{1} << 30;
+// Small fields and small partitions are gathered into writes of this size;
+// larger arrays go to write(2) straight from the caller's memory.
+constexpr size_t kWriteBufferBytes = size_t{1} << 20;
+
+// ---------------------------------------------------------------- CRC-32C
+
+constexpr uint32_t kCrc32cReflectedPolynomial = 0x82F63B78u;
+
+std::array<uint32_t, 256> MakeCrc32cTable() {
+  std::array<uint32_t, 256> table{};
+  for (uint32_t byte = 0; byte < 256; ++byte) {
+    uint32_t crc = byte;
+    for (int bit = 0; bit < 8; ++bit)
+      crc = (crc >> 1) ^ ((crc & 1) ? kCrc32cReflectedPolynomial : 0);
+    table[byte] = crc;
+  }
+  return table;
+}
+
+// One byte at a time: only for CPUs without the CRC32 instruction.
+uint32_t Crc32cPortable(uint32_t crc, const unsigned char* p, size_t n) {
+  static const std::array<uint32_t, 256> kTable = MakeCrc32cTable();
+  for (size_t i = 0; i < n; ++i) crc = kTable[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+  return crc;
+}
+
+#if defined(__x86_64__)
+// Advances kLanes CRCs (pre-inverted) over the same bytes. Each lane is one
+// chain of dependent crc32 instructions, and the CPU overlaps the chains, so
+// two lanes cost about as much as one.
+template <int kLanes>
+__attribute__((target("sse4.2"))) void Crc32cSse42(uint32_t* crcs, const unsigned char* p,
+                                                   size_t n) {
+  uint64_t wide[kLanes];
+  for (int l = 0; l < kLanes; ++l) wide[l] = crcs[l];
+  for (; n >= 8; p += 8, n -= 8) {
+    uint64_t word;
+    std::memcpy(&word, p, sizeof(word));
+    for (int l = 0; l < kLanes; ++l) wide[l] = _mm_crc32_u64(wide[l], word);
+  }
+  for (int l = 0; l < kLanes; ++l) crcs[l] = static_cast<uint32_t>(wide[l]);
+  for (; n > 0; ++p, --n) {
+    for (int l = 0; l < kLanes; ++l) crcs[l] = _mm_crc32_u8(crcs[l], *p);
+  }
+}
+
+bool HasCrc32Instruction() {
+  static const bool kHas = __builtin_cpu_supports("sse4.2");
+  return kHas;
+}
+#endif
+
+// The CRC of the current section and the CRC of the whole file so far, both
+// advanced over every byte written or read, in one pass.
+struct RunningCrcs {
+  uint32_t section = 0;
+  uint32_t file = 0;
+
+  void Update(const void* data, size_t n) {
+#if defined(__x86_64__)
+    if (HasCrc32Instruction()) {
+      uint32_t crcs[2] = {~section, ~file};
+      Crc32cSse42<2>(crcs, static_cast<const unsigned char*>(data), n);
+      section = ~crcs[0];
+      file = ~crcs[1];
+      return;
+    }
+#endif
+    section = Crc32cExtend(section, data, n);
+    file = Crc32cExtend(file, data, n);
+  }
+};
+
+// ------------------------------------------------- little-endian fields
+
+void EncodeU32(char* dst, uint32_t v) {
+  for (int i = 0; i < 4; ++i) dst[i] = static_cast<char>(v >> (8 * i));
+}
+void EncodeU64(char* dst, uint64_t v) {
+  for (int i = 0; i < 8; ++i) dst[i] = static_cast<char>(v >> (8 * i));
+}
+uint32_t DecodeU32(const char* src) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(src[i]);
+  return v;
+}
+uint64_t DecodeU64(const char* src) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(src[i]);
+  return v;
+}
+void PutU32(std::string* out, uint32_t v) {
+  char buf[4];
+  EncodeU32(buf, v);
+  out->append(buf, sizeof(buf));
+}
+void PutU64(std::string* out, uint64_t v) {
+  char buf[8];
+  EncodeU64(buf, v);
+  out->append(buf, sizeof(buf));
+}
+
+// Takes fields front to back from a byte string, refusing to run past its end.
+class FieldCursor {
+ public:
+  explicit FieldCursor(absl::string_view bytes) : rest_(bytes) {}
+  bool U32(uint32_t* v) {
+    absl::string_view field;
+    if (!Bytes(4, &field)) return false;
+    *v = DecodeU32(field.data());
+    return true;
+  }
+  bool U64(uint64_t* v) {
+    absl::string_view field;
+    if (!Bytes(8, &field)) return false;
+    *v = DecodeU64(field.data());
+    return true;
+  }
+  bool Bytes(uint64_t n, absl::string_view* v) {
+    if (n > rest_.size()) return false;
+    *v = rest_.substr(0, n);
+    rest_.remove_prefix(n);
+    return true;
+  }
+  bool empty() const { return rest_.empty(); }
+
+ private:
+  absl::string_view rest_;
+};
+
+// ------------------------------------------------------------ file I/O
+
+absl::Status ErrnoError(absl::string_view what, const std::string& path) {
+  return absl::InternalError(absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
+}
+
+// Owns a file descriptor.
+class ScopedFd {
+ public:
+  explicit ScopedFd(int fd) : fd_(fd) {}
+  ScopedFd(const ScopedFd&) = delete;
+  ScopedFd& operator=(const ScopedFd&) = delete;
+  ~ScopedFd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+  // Closes now, reporting the error close(2) can return for a written file.
+  absl::Status Close(const std::string& path) {
+    const int fd = fd_;
+    fd_ = -1;
+    return ::close(fd) == 0 ? absl::OkStatus() : ErrnoError("cannot close", path);
+  }
+
+ private:
+  int fd_;
+};
+
+absl::Status SyncDirectory(const std::string& dir) {
+  ScopedFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0) return ErrnoError("cannot open directory", dir);
+  if (::fsync(fd.get()) != 0) return ErrnoError("cannot sync directory", dir);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> ListFileNames(const std::string& dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    names.push_back(it->path().filename().string());
+  }
+  if (ec == std::errc::no_such_file_or_directory) {
+    return absl::NotFoundError(absl::StrCat("checkpoint directory ", dir, " does not exist"));
+  }
+  if (ec) return absl::InternalError(absl::StrCat("cannot list ", dir, ": ", ec.message()));
+  return names;
+}
+
+// Streams a file through a buffer while keeping the CRC of the whole file so
+// far and of the current section. The first error sticks and turns later
+// appends into no-ops, so callers check once, in Finish.
+class ChecksummedWriter {
+ public:
+  ChecksummedWriter(int fd, const std::string& path) : fd_(fd), path_(path) {
+    buffer_.reserve(kWriteBufferBytes);
+  }
+
+  void Append(const void* data, size_t n) {
+    crcs_.Update(data, n);
+    bytes_ += n;
+    if (!status_.ok()) return;
+    if (buffer_.size() + n > kWriteBufferBytes) Flush();
+    if (n >= kWriteBufferBytes) {
+      WriteAll(static_cast<const char*>(data), n);
+    } else {
+      buffer_.append(static_cast<const char*>(data), n);
+    }
+  }
+  void Append(absl::string_view bytes) { Append(bytes.data(), bytes.size()); }
+  void AppendFloats(const std::vector<float>& values) {
+    Append(values.data(), values.size() * sizeof(float));
+  }
+  void AppendU32(uint32_t v) {
+    char buf[4];
+    EncodeU32(buf, v);
+    Append(buf, sizeof(buf));
+  }
+  void AppendU64(uint64_t v) {
+    char buf[8];
+    EncodeU64(buf, v);
+    Append(buf, sizeof(buf));
+  }
+  // Appends the CRC of the section since the previous EndSection.
+  void EndSection() {
+    AppendU32(crcs_.section);
+    crcs_.section = 0;
+  }
+  uint64_t bytes() const { return bytes_; }
+  uint32_t file_crc() const { return crcs_.file; }
+
+  absl::Status Finish() {
+    if (status_.ok()) Flush();
+    return status_;
+  }
+
+ private:
+  void Flush() {
+    WriteAll(buffer_.data(), buffer_.size());
+    buffer_.clear();
+  }
+  void WriteAll(const char* p, size_t n) {
+    for (size_t done = 0; status_.ok() && done < n;) {
+      const ssize_t wrote = ::write(fd_, p + done, std::min(n - done, kIoChunkBytes));
+      if (wrote < 0 && errno == EINTR) continue;
+      if (wrote <= 0) {
+        status_ = ErrnoError("cannot write", path_);
+        return;
+      }
+      done += static_cast<size_t>(wrote);
+    }
+  }
+
+  const int fd_;
+  const std::string& path_;
+  std::string buffer_;
+  uint64_t bytes_ = 0;
+  RunningCrcs crcs_;
+  absl::Status status_;
+};
+
+// Reads a file front to back, up to `end` (where its trailer starts), while
+// keeping the CRC of everything read so far and of the current section. It
+// never reads past `end`, so remaining() bounds any length the file claims.
+class ChecksummedReader {
+ public:
+  ChecksummedReader(int fd, uint64_t end) : fd_(fd), end_(end) {}
+
+  uint64_t remaining() const { return end_ - offset_; }
+  uint32_t file_crc() const { return crcs_.file; }
+
+  absl::Status Read(void* dst, uint64_t n) {
+    if (n > remaining()) {
+      return absl::DataLossError(absl::StrFormat("truncated: %d bytes needed at offset %d, %d left",
+                                                 n, offset_, remaining()));
+    }
+    char* p = static_cast<char*>(dst);
+    for (uint64_t done = 0; done < n;) {
+      const ssize_t got = ::pread(fd_, p + done, std::min<uint64_t>(n - done, kIoChunkBytes),
+                                  static_cast<off_t>(offset_ + done));
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) {
+        return absl::InternalError(absl::StrCat("read failed: ", std::strerror(errno)));
+      }
+      if (got == 0) return absl::DataLossError("the file shrank while it was read");
+      done += static_cast<uint64_t>(got);
+    }
+    offset_ += n;
+    crcs_.Update(dst, n);
+    return absl::OkStatus();
+  }
+  absl::Status ReadFloats(uint64_t n, std::vector<float>* out) {
+    out->resize(n);
+    return Read(out->data(), n * sizeof(float));
+  }
+
+  // Reads a stored CRC and compares it with the CRC of the section read
+  // since the previous check; `what` names the section in the error.
+  absl::Status CheckSection(absl::string_view what) {
+    const uint32_t computed = crcs_.section;
+    char stored[kCrcBytes];
+    if (absl::Status s = Read(stored, sizeof(stored)); !s.ok()) return s;
+    crcs_.section = 0;
+    if (DecodeU32(stored) == computed) return absl::OkStatus();
+    return absl::DataLossError(absl::StrFormat("%s: checksum mismatch (stored %08x, computed %08x)",
+                                               what, DecodeU32(stored), computed));
+  }
+
+ private:
+  const int fd_;
+  const uint64_t end_;
+  uint64_t offset_ = 0;
+  RunningCrcs crcs_;
+};
+
+// ------------------------------------------------------- the format
+
+std::string EncodePrefixAndHeader(uint64_t checkpoint_id, const ShardState& state,
+                                  absl::string_view extra_blob) {
+  const std::string layout = state.layout.ToProto().SerializeAsString();
+  std::string header;
+  PutU64(&header, checkpoint_id);
+  PutU32(&header, state.shard_index);
+  PutU32(&header, state.num_shards);
+  PutU64(&header, state.global_step);
+  PutU32(&header, static_cast<uint32_t>(state.optimizer_state_slots));
+  PutU32(&header, static_cast<uint32_t>(state.partitions.size()));
+  PutU32(&header, static_cast<uint32_t>(layout.size()));
+  header += layout;
+  PutU64(&header, extra_blob.size());
+  header.append(extra_blob.data(), extra_blob.size());
+
+  std::string out(kMagic, sizeof(kMagic));
+  PutU32(&out, ShardCheckpointStore::kFormatVersion);
+  PutU32(&out, static_cast<uint32_t>(header.size()));
+  return out + header;
+}
+
+void AppendCheckpoint(uint64_t checkpoint_id, const ShardState& state, absl::string_view extra_blob,
+                      ChecksummedWriter* out) {
+  out->Append(EncodePrefixAndHeader(checkpoint_id, state, extra_blob));
+  out->EndSection();
+  for (const PartitionSnapshot& p : state.partitions) {
+    out->AppendU32(p.id);
+    out->AppendU64(p.version);
+    out->AppendU64(p.weights.size());
+    out->AppendFloats(p.weights);
+    for (const std::vector<float>& slot : p.optimizer_state) out->AppendFloats(slot);
+    out->EndSection();
+  }
+  const uint64_t file_length = out->bytes() + kTrailerBytes;
+  out->AppendU64(file_length);
+  out->AppendU32(out->file_crc());  // Covers every byte before this one.
+}
+
+// Reads the prefix and header into *out (all but the partitions) and checks
+// them against the file name and each other; returns the partition count.
+absl::StatusOr<uint32_t> ReadHeader(ChecksummedReader* in, uint64_t expected_id,
+                                    uint32_t expected_shard, ShardCheckpoint* out) {
+  char prefix[kPrefixBytes];
+  if (absl::Status s = in->Read(prefix, sizeof(prefix)); !s.ok()) return s;
+  if (std::memcmp(prefix, kMagic, sizeof(kMagic)) != 0) {
+    return absl::DataLossError("not a spotps checkpoint (bad magic)");
+  }
+  const uint32_t version = DecodeU32(prefix + sizeof(kMagic));
+  if (version != ShardCheckpointStore::kFormatVersion) {
+    return absl::DataLossError(absl::StrFormat("format version %d, this build reads version %d",
+                                               version, ShardCheckpointStore::kFormatVersion));
+  }
+  const uint32_t header_length = DecodeU32(prefix + sizeof(kMagic) + 4);
+  if (header_length > in->remaining()) {
+    return absl::DataLossError(absl::StrFormat("header length %d overruns the %d bytes left",
+                                               header_length, in->remaining()));
+  }
+  std::string header(header_length, '\0');
+  if (absl::Status s = in->Read(header.data(), header.size()); !s.ok()) return s;
+  if (absl::Status s = in->CheckSection("header"); !s.ok()) return s;
+
+  FieldCursor fields(header);
+  uint32_t slots = 0, partition_count = 0, layout_length = 0;
+  uint64_t extra_length = 0;
+  absl::string_view layout_bytes, extra_blob;
+  ShardState& state = out->state;
+  if (!fields.U64(&out->id) || !fields.U32(&state.shard_index) || !fields.U32(&state.num_shards) ||
+      !fields.U64(&state.global_step) || !fields.U32(&slots) || !fields.U32(&partition_count) ||
+      !fields.U32(&layout_length) || !fields.Bytes(layout_length, &layout_bytes) ||
+      !fields.U64(&extra_length) || !fields.Bytes(extra_length, &extra_blob) || !fields.empty()) {
+    return absl::DataLossError("header fields do not fill the header length exactly");
+  }
+  if (out->id != expected_id || state.shard_index != expected_shard) {
+    return absl::DataLossError(absl::StrFormat(
+        "holds checkpoint %d of shard %d, but its name says checkpoint %d of shard %d", out->id,
+        state.shard_index, expected_id, expected_shard));
+  }
+  if (slots > static_cast<uint32_t>(ShardCheckpointStore::kMaxStateSlots)) {
+    return absl::DataLossError(absl::StrFormat("%d optimizer state slots, at most %d are allowed",
+                                               slots, ShardCheckpointStore::kMaxStateSlots));
+  }
+  state.optimizer_state_slots = static_cast<int>(slots);
+  v1::ModelLayout layout_proto;
+  if (layout_bytes.size() > INT_MAX ||
+      !layout_proto.ParseFromArray(layout_bytes.data(), static_cast<int>(layout_bytes.size()))) {
+    return absl::DataLossError("the stored layout does not parse as spotps.v1.ModelLayout");
+  }
+  absl::StatusOr<ModelLayout> layout = ModelLayout::FromProto(layout_proto);
+  if (!layout.ok()) {
+    return absl::DataLossError(
+        absl::StrCat("the stored layout is invalid: ", layout.status().message()));
+  }
+  state.layout = *std::move(layout);
+  out->extra_blob = std::string(extra_blob);
+  return partition_count;
+}
+
+// Reads one record, checking its element count against the partition map
+// and the bytes left before allocating for it.
+absl::Status ReadPartition(ChecksummedReader* in, const PartitionMap& map, const ShardState& state,
+                           PartitionSnapshot* out) {
+  char head[kRecordHeadBytes];
+  if (absl::Status s = in->Read(head, sizeof(head)); !s.ok()) return s;
+  out->id = DecodeU32(head);
+  out->version = DecodeU64(head + 4);
+  const uint64_t n = DecodeU64(head + 12);
+  const Partition* p = map.Find(out->id);
+  if (p == nullptr || p->shard != state.shard_index) {
+    return absl::DataLossError(
+        absl::StrFormat("record for partition %d, which shard %d of %d does not own", out->id,
+                        state.shard_index, state.num_shards));
+  }
+  const uint64_t bytes_per_element = sizeof(float) * (1 + state.optimizer_state_slots);
+  const uint64_t room =
+      in->remaining() < kCrcBytes ? 0 : (in->remaining() - kCrcBytes) / bytes_per_element;
+  if (n != static_cast<uint64_t>(p->num_elements) || n > room) {
+    return absl::DataLossError(absl::StrFormat(
+        "record for partition %d claims %d elements; the layout gives it %d and the file has room "
+        "for %d",
+        out->id, n, p->num_elements, room));
+  }
+  if (absl::Status s = in->ReadFloats(n, &out->weights); !s.ok()) return s;
+  out->optimizer_state.resize(state.optimizer_state_slots);
+  for (std::vector<float>& slot : out->optimizer_state) {
+    if (absl::Status s = in->ReadFloats(n, &slot); !s.ok()) return s;
+  }
+  return in->CheckSection(absl::StrFormat("partition %d", out->id));
+}
+
+// Parses and verifies a whole checkpoint file of `file_size` bytes.
+absl::StatusOr<ShardCheckpoint> ParseCheckpoint(int fd, uint64_t file_size, uint64_t expected_id,
+                                                uint32_t expected_shard) {
+  if (file_size < kPrefixBytes + kCrcBytes + kTrailerBytes) {
+    return absl::DataLossError(
+        absl::StrFormat("truncated: only %d bytes, fewer than any checkpoint has", file_size));
+  }
+  // The trailer first: its length catches a truncated file before any work.
+  char trailer[kTrailerBytes];
+  if (::pread(fd, trailer, sizeof(trailer), static_cast<off_t>(file_size - kTrailerBytes)) !=
+      static_cast<ssize_t>(sizeof(trailer))) {
+    return absl::DataLossError("cannot read the trailer");
+  }
+  if (DecodeU64(trailer) != file_size) {
+    return absl::DataLossError(
+        absl::StrFormat("truncated or extended: the file has %d bytes, its trailer says %d",
+                        file_size, DecodeU64(trailer)));
+  }
+
+  ChecksummedReader in(fd, file_size - kTrailerBytes);
+  ShardCheckpoint checkpoint;
+  absl::StatusOr<uint32_t> partition_count =
+      ReadHeader(&in, expected_id, expected_shard, &checkpoint);
+  if (!partition_count.ok()) return partition_count.status();
+  ShardState& state = checkpoint.state;
+  absl::StatusOr<PartitionMap> map = PartitionMap::Create(state.layout, state.num_shards);
+  if (!map.ok() || state.shard_index >= state.num_shards) {
+    return absl::DataLossError(
+        absl::StrFormat("the stored layout does not cut into %d shards", state.num_shards));
+  }
+  const size_t owned = map->PartitionsOfShard(state.shard_index).size();
+  if (*partition_count != owned) {
+    return absl::DataLossError(absl::StrFormat("%d partition records, shard %d owns %d",
+                                               *partition_count, state.shard_index, owned));
+  }
+  state.partitions.resize(owned);
+  for (PartitionSnapshot& partition : state.partitions) {
+    if (absl::Status s = ReadPartition(&in, *map, state, &partition); !s.ok()) return s;
+  }
+  if (in.remaining() != 0) {
+    return absl::DataLossError(
+        absl::StrFormat("%d unexpected bytes after the last partition", in.remaining()));
+  }
+  const uint32_t file_crc = Crc32cExtend(in.file_crc(), trailer, 8);
+  if (file_crc != DecodeU32(trailer + 8)) {
+    return absl::DataLossError(
+        absl::StrFormat("whole-file checksum mismatch (stored %08x, computed %08x)",
+                        DecodeU32(trailer + 8), file_crc));
+  }
+  if (absl::Status s = ValidateShardState(state); !s.ok()) {
+    return absl::DataLossError(absl::StrCat("inconsistent state: ", s.message()));
+  }
+  return checkpoint;
+}
+
+absl::StatusOr<ShardCheckpoint> ReadCheckpointFile(const std::string& path, uint64_t expected_id,
+                                                   uint32_t expected_shard) {
+  ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat("no checkpoint file ", path));
+    return ErrnoError("cannot open", path);
+  }
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return ErrnoError("cannot stat", path);
+  absl::StatusOr<ShardCheckpoint> checkpoint =
+      ParseCheckpoint(fd.get(), static_cast<uint64_t>(st.st_size), expected_id, expected_shard);
+  if (!checkpoint.ok()) {
+    return absl::Status(checkpoint.status().code(),
+                        absl::StrCat(path, ": ", checkpoint.status().message()));
+  }
+  return checkpoint;
+}
+
+// True for "<prefix><20 digits>.ckpt", setting *id.
+bool ParseCheckpointName(absl::string_view name, absl::string_view prefix, uint64_t* id) {
+  if (!absl::ConsumePrefix(&name, prefix) || !absl::ConsumeSuffix(&name, kSuffix) ||
+      name.size() != kIdDigits) {
+    return false;
+  }
+  for (char c : name) {
+    if (c < '0' || c > '9') return false;
+  }
+  return absl::SimpleAtoi(name, id);
+}
+
+}  // namespace
+
+uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t n) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  crc = ~crc;  // CRC-32C starts from all ones and inverts the result.
+#if defined(__x86_64__)
+  if (HasCrc32Instruction()) {
+    Crc32cSse42<1>(&crc, p, n);
+    return ~crc;
+  }
+#endif
+  return ~Crc32cPortable(crc, p, n);
+}
+
+ShardCheckpointStore::ShardCheckpointStore(std::string directory, uint32_t shard_index,
+                                           int keep_last)
+    : directory_(std::move(directory)),
+      shard_index_(shard_index),
+      keep_last_(keep_last),
+      name_prefix_(absl::StrCat("shard-", shard_index, "-")) {}
+
+absl::StatusOr<ShardCheckpointStore> ShardCheckpointStore::Open(std::string directory,
+                                                                uint32_t shard_index,
+                                                                int keep_last) {
+  if (directory.empty()) return absl::InvalidArgumentError("checkpoint directory is empty");
+  if (keep_last < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("keep_last must be at least 1, got %d", keep_last));
+  }
+  if (shard_index >= PartitionMap::kMaxShards) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("shard_index %d is not below the %d shards a model can have", shard_index,
+                        PartitionMap::kMaxShards));
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(directory, ec);
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat("cannot create checkpoint directory ", directory, ": ", ec.message()));
+  }
+  return ShardCheckpointStore(std::move(directory), shard_index, keep_last);
+}
+
+std::string ShardCheckpointStore::PathOf(uint64_t checkpoint_id) const {
+  return absl::StrFormat("%s/%s%0*d%s", directory_, name_prefix_, kIdDigits, checkpoint_id,
+                         kSuffix);
+}
+
+absl::Status ShardCheckpointStore::Write(uint64_t checkpoint_id, const ShardState& state,
+                                         absl::string_view extra_blob) {
+  if (state.shard_index != shard_index_) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "state of shard %d given to the checkpoints of shard %d", state.shard_index, shard_index_));
+  }
+  if (state.optimizer_state_slots > kMaxStateSlots) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%d optimizer state slots, the format holds at most %d",
+                        state.optimizer_state_slots, kMaxStateSlots));
+  }
+  if (extra_blob.size() > kMaxExtraBlobBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "extra blob of %d bytes, at most %d are allowed", extra_blob.size(), kMaxExtraBlobBytes));
+  }
+  if (absl::Status s = ValidateShardState(state); !s.ok()) return s;
+
+  const std::string path = PathOf(checkpoint_id);
+  const std::string tmp_path = absl::StrCat(path, kTemporaryInfix, getpid());
+  if (absl::Status s = WriteTemporary(tmp_path, checkpoint_id, state, extra_blob); !s.ok()) {
+    return s;
+  }
+  if (::rename(tmp_path.c_str(), path.c_str()) != 0) {
+    absl::Status s = ErrnoError("cannot rename into", path);
+    ::unlink(tmp_path.c_str());
+    return s;
+  }
+  if (absl::Status s = SyncDirectory(directory_); !s.ok()) return s;
+  return Prune(checkpoint_id);
+}
+
+absl::Status ShardCheckpointStore::WriteTemporary(const std::string& tmp_path,
+                                                  uint64_t checkpoint_id, const ShardState& state,
+                                                  absl::string_view extra_blob) const {
+  ScopedFd fd(::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (fd.get() < 0) return ErrnoError("cannot create", tmp_path);
+  ChecksummedWriter out(fd.get(), tmp_path);
+  AppendCheckpoint(checkpoint_id, state, extra_blob, &out);
+  absl::Status s = out.Finish();
+  if (s.ok() && ::fsync(fd.get()) != 0) s = ErrnoError("cannot sync", tmp_path);
+  if (s.ok()) s = fd.Close(tmp_path);
+  if (!s.ok()) ::unlink(tmp_path.c_str());
+  return s;
+}
+
+absl::Status ShardCheckpointStore::Prune(uint64_t written_id) const {
+  absl::StatusOr<std::vector<std::string>> names = ListFileNames(directory_);
+  if (!names.ok()) return names.status();
+  std::vector<uint64_t> older;
+  std::vector<std::string> doomed;
+  for (const std::string& name : *names) {
+    uint64_t id;
+    if (ParseCheckpointName(name, name_prefix_, &id)) {
+      if (id < written_id) older.push_back(id);
+    } else if (absl::StartsWith(name, name_prefix_) &&
+               absl::StrContains(name, absl::StrCat(kSuffix, kTemporaryInfix))) {
+      doomed.push_back(absl::StrCat(directory_, "/", name));  // Left by a crashed writer.
+    }
+  }
+  std::sort(older.begin(), older.end(), std::greater<uint64_t>());
+  for (size_t i = static_cast<size_t>(keep_last_ - 1); i < older.size(); ++i) {
+    doomed.push_back(PathOf(older[i]));
+  }
+  for (const std::string& path : doomed) {
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+      return ErrnoError("checkpoint written, but cannot delete the old file", path);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ShardCheckpoint> ShardCheckpointStore::Read(uint64_t checkpoint_id) const {
+  return ReadCheckpointFile(PathOf(checkpoint_id), checkpoint_id, shard_index_);
+}
+
+absl::StatusOr<ShardCheckpoint> ShardCheckpointStore::ReadNewest() const {
+  absl::StatusOr<std::vector<uint64_t>> ids = ListIds();
+  if (!ids.ok()) return ids.status();
+  std::vector<std::string> skipped;
+  for (auto id = ids->rbegin(); id != ids->rend(); ++id) {
+    absl::StatusOr<ShardCheckpoint> checkpoint = Read(*id);
+    if (checkpoint.ok()) {
+      checkpoint->skipped = std::move(skipped);
+      return checkpoint;
+    }
+    skipped.emplace_back(checkpoint.status().message());
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "no intact checkpoint of shard ", shard_index_, " in ", directory_,
+      skipped.empty() ? "" : absl::StrCat(" (skipped: ", absl::StrJoin(skipped, "; "), ")")));
+}
+
+absl::StatusOr<std::vector<uint64_t>> ShardCheckpointStore::ListIds() const {
+  absl::StatusOr<std::vector<std::string>> names = ListFileNames(directory_);
+  if (!names.ok()) return names.status();
+  std::vector<uint64_t> ids;
+  for (const std::string& name : *names) {
+    uint64_t id;
+    if (ParseCheckpointName(name, name_prefix_, &id)) ids.push_back(id);
+  }
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+}  // namespace spotps

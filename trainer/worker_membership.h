@@ -1,0 +1,46 @@
+// WorkerMembership: keeps one trainer registered with the coordinator.
+#ifndef SPOTPS_TRAINER_WORKER_MEMBERSHIP_H_
+#define SPOTPS_TRAINER_WORKER_MEMBERSHIP_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
+#include "client/coordinator_client.h"
+
+namespace spotps {
+
+// Owns the worker's registration and a heartbeat thread (every lease / 3).
+// Promises: if the lease is ever lost (a long stall, a coordinator restart)
+// the next heartbeat registers again under a new id; Leave() stops the
+// thread and deregisters, so the coordinator re-issues nothing it holds.
+class WorkerMembership {
+ public:
+  static absl::StatusOr<std::unique_ptr<WorkerMembership>> Join(CoordinatorClient* coordinator,
+                                                                const std::string& name);
+  ~WorkerMembership();
+
+  uint64_t worker_id() const { return worker_id_.load(); }
+  // Registers again now (after an RPC said NOT_FOUND).
+  absl::Status Rejoin();
+  void Leave();
+
+ private:
+  WorkerMembership(CoordinatorClient* coordinator, std::string name)
+      : coordinator_(coordinator), name_(std::move(name)) {}
+  void HeartbeatLoop(absl::Duration every);
+
+  CoordinatorClient* const coordinator_;
+  const std::string name_;
+  std::atomic<uint64_t> worker_id_{0};
+  absl::Notification stop_;
+  std::thread heartbeat_;
+  bool left_ = false;
+};
+
+}  // namespace spotps
+
+#endif  // SPOTPS_TRAINER_WORKER_MEMBERSHIP_H_
