@@ -6,9 +6,9 @@ namespace spotps {
 
 absl::StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Connect(
     const std::string& address, const RetryPolicy& policy) {
-  if (address.find(':') == std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat("coordinator address '", address,
-                                                   "' is not host:port"));
+  if (address.find(':') == std::string::npos || address.find(',') != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "coordinator address '", address, "' is not one host:port (shard 0's address)"));
   }
   return std::unique_ptr<CoordinatorClient>(new CoordinatorClient(address, policy));
 }
@@ -98,6 +98,17 @@ absl::StatusOr<v1::ProgressResponse> CoordinatorClient::Progress() {
   absl::Status s = CallWithRetry(policy_, absl::StrCat("coordinator ", address_, " Progress"),
                                  [&](grpc::ClientContext* ctx) {
                                    return stub_->Progress(ctx, v1::ProgressRequest(), &response);
+                                 });
+  if (!s.ok()) return s;
+  return response;
+}
+
+absl::StatusOr<v1::CheckpointNowResponse> CoordinatorClient::CheckpointNow() {
+  v1::CheckpointNowResponse response;
+  absl::Status s = CallWithRetry(policy_, absl::StrCat("coordinator ", address_, " CheckpointNow"),
+                                 [&](grpc::ClientContext* ctx) {
+                                   return stub_->CheckpointNow(ctx, v1::CheckpointNowRequest(),
+                                                               &response);
                                  });
   if (!s.ok()) return s;
   return response;

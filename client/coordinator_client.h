@@ -28,6 +28,8 @@ class CoordinatorClient {
   absl::StatusOr<bool> Commit(uint64_t worker_id, uint32_t epoch, uint64_t index);
   absl::Status Release(uint64_t worker_id, uint32_t epoch, uint64_t index);
   absl::StatusOr<v1::ProgressResponse> Progress();
+  // Runs a checkpoint round across all shards now; returns its id.
+  absl::StatusOr<v1::CheckpointNowResponse> CheckpointNow();
 
  private:
   CoordinatorClient(std::string address, const RetryPolicy& policy);

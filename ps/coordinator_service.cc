@@ -84,4 +84,17 @@ grpc::Status CoordinatorService::Progress(grpc::ServerContext*, const v1::Progre
   return grpc::Status::OK;
 }
 
+grpc::Status CoordinatorService::CheckpointNow(grpc::ServerContext*,
+                                               const v1::CheckpointNowRequest*,
+                                               v1::CheckpointNowResponse* response) {
+  if (rounds_ == nullptr) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "shard 0 runs without --checkpoint_dir");
+  }
+  absl::StatusOr<v1::CheckpointNowResponse> round = rounds_->RunNow();
+  if (!round.ok()) return ToGrpcStatus(round.status());
+  *response = *round;
+  return grpc::Status::OK;
+}
+
 }  // namespace spotps

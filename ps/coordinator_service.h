@@ -2,6 +2,7 @@
 #ifndef SPOTPS_PS_COORDINATOR_SERVICE_H_
 #define SPOTPS_PS_COORDINATOR_SERVICE_H_
 
+#include "ps/checkpoint_rounds.h"
 #include "ps/coordinator.h"
 #include "spotps/v1/coordinator.grpc.pb.h"
 
@@ -11,7 +12,9 @@ namespace spotps {
 // worker or unit gets NOT_FOUND or INVALID_ARGUMENT and changes nothing.
 class CoordinatorService final : public v1::Coordinator::Service {
  public:
-  explicit CoordinatorService(Coordinator* coordinator) : coordinator_(coordinator) {}
+  // `rounds` may be null (no checkpointing): CheckpointNow then fails.
+  CoordinatorService(Coordinator* coordinator, CheckpointRounds* rounds)
+      : coordinator_(coordinator), rounds_(rounds) {}
 
   grpc::Status Register(grpc::ServerContext*, const v1::RegisterRequest* request,
                         v1::RegisterResponse* response) override;
@@ -27,9 +30,12 @@ class CoordinatorService final : public v1::Coordinator::Service {
                            v1::ReleaseUnitResponse* response) override;
   grpc::Status Progress(grpc::ServerContext*, const v1::ProgressRequest* request,
                         v1::ProgressResponse* response) override;
+  grpc::Status CheckpointNow(grpc::ServerContext*, const v1::CheckpointNowRequest* request,
+                             v1::CheckpointNowResponse* response) override;
 
  private:
   Coordinator* const coordinator_;
+  CheckpointRounds* const rounds_;
 };
 
 }  // namespace spotps

@@ -186,6 +186,29 @@ grpc::Status ParameterServerService::Push(grpc::ServerContext*,
 grpc::Status ParameterServerService::Stats(grpc::ServerContext*, const v1::StatsRequest*,
                                            v1::StatsResponse* response) {
   store_->FillStats(response);
+  response->set_incarnation(incarnation_);
+  if (checkpointer_ != nullptr) {
+    response->set_restored_checkpoint_id(checkpointer_->restored_id());
+    response->set_last_checkpoint_id(checkpointer_->last_written_id());
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ParameterServerService::WriteCheckpoint(grpc::ServerContext*,
+                                                     const v1::WriteCheckpointRequest* request,
+                                                     v1::WriteCheckpointResponse* response) {
+  if (checkpointer_ == nullptr) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "this shard runs without --checkpoint_dir");
+  }
+  if (request->checkpoint_id() == 0) {
+    return InvalidArgument("checkpoint ids start at 1");
+  }
+  absl::StatusOr<CheckpointWriteResult> written =
+      checkpointer_->Write(request->checkpoint_id(), *store_, "");
+  if (!written.ok()) return ToGrpcStatus(written.status());
+  response->set_bytes(written->bytes);
+  response->set_seconds(written->seconds);
   return grpc::Status::OK;
 }
 

@@ -3,6 +3,7 @@
 #ifndef SPOTPS_PS_PARAMETER_SERVER_SERVICE_H_
 #define SPOTPS_PS_PARAMETER_SERVER_SERVICE_H_
 
+#include "ps/shard_checkpointer.h"
 #include "ps/shard_store.h"
 #include "spotps/v1/parameter_server.grpc.pb.h"
 
@@ -14,7 +15,11 @@ namespace spotps {
 // is cut off early.
 class ParameterServerService final : public v1::ParameterServer::Service {
  public:
-  explicit ParameterServerService(ShardStore* store) : store_(store) {}
+  // `checkpointer` may be null (no --checkpoint_dir). `incarnation` tells
+  // clients and shard 0 this process apart from an earlier one.
+  ParameterServerService(ShardStore* store, ShardCheckpointer* checkpointer,
+                         uint64_t incarnation)
+      : store_(store), checkpointer_(checkpointer), incarnation_(incarnation) {}
 
   grpc::Status GetLayout(grpc::ServerContext* context, const v1::GetLayoutRequest* request,
                          v1::GetLayoutResponse* response) override;
@@ -26,9 +31,14 @@ class ParameterServerService final : public v1::ParameterServer::Service {
                     v1::PushResponse* response) override;
   grpc::Status Stats(grpc::ServerContext* context, const v1::StatsRequest* request,
                      v1::StatsResponse* response) override;
+  grpc::Status WriteCheckpoint(grpc::ServerContext* context,
+                               const v1::WriteCheckpointRequest* request,
+                               v1::WriteCheckpointResponse* response) override;
 
  private:
   ShardStore* const store_;
+  ShardCheckpointer* const checkpointer_;
+  const uint64_t incarnation_;
 };
 
 }  // namespace spotps

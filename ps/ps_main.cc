@@ -8,7 +8,10 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <unistd.h>
+
 #include <csignal>
+#include <random>
 #include <cstdio>
 #include <thread>
 
@@ -18,7 +21,10 @@
 #include "absl/strings/str_cat.h"
 #include "client/atomic_file.h"
 #include "client/transport_args.h"
+#include "absl/strings/str_split.h"
+#include "ps/checkpoint_rounds.h"
 #include "ps/coordinator_service.h"
+#include "ps/shard_checkpointer.h"
 #include "ps/parameter_server_service.h"
 #include "ps/shard_store.h"
 
@@ -49,6 +55,13 @@ ABSL_FLAG(uint64_t, units_per_epoch, 0, "Work units (one trainer step each) per 
 ABSL_FLAG(uint64_t, data_seed, 1, "Seeds every epoch's shuffled unit order.");
 ABSL_FLAG(double, worker_lease_s, 10, "A trainer silent this long is dropped.");
 ABSL_FLAG(double, unit_lease_s, 60, "A unit not committed this long is re-issued.");
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "Where this shard keeps its checkpoints; restores the newest intact one at start.");
+ABSL_FLAG(double, checkpoint_every_s, 0,
+          "Shard 0: start a checkpoint round on every shard this often; 0: only on request.");
+ABSL_FLAG(int, keep_checkpoints, 3, "Checkpoints kept per shard.");
+ABSL_FLAG(std::string, peers, "",
+          "Shard 0 with checkpoints: all shard addresses host:port,... in shard order.");
 
 namespace {
 
@@ -100,9 +113,44 @@ absl::StatusOr<std::unique_ptr<spotps::Coordinator>> CoordinatorFromFlags(uint32
   return spotps::Coordinator::Create(o);
 }
 
+uint64_t RandomIncarnation() {
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(getpid());
+}
+
+// Opens the checkpoint directory and restores the newest checkpoint into the
+// store (and shard 0's data progress into the coordinator); null without
+// --checkpoint_dir.
+absl::StatusOr<std::unique_ptr<spotps::ShardCheckpointer>> RestoreFromFlags(
+    spotps::ShardStore* store, spotps::Coordinator* coordinator) {
+  const std::string dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  if (dir.empty()) return nullptr;
+  const absl::Time start = absl::Now();
+  auto checkpointer = spotps::ShardCheckpointer::Open(dir, store->options().shard_index,
+                                                      absl::GetFlag(FLAGS_keep_checkpoints));
+  if (!checkpointer.ok()) return checkpointer.status();
+  absl::StatusOr<std::string> progress = (*checkpointer)->Restore(store);
+  if (absl::IsNotFound(progress.status())) {
+    std::printf("spotps-ps: no checkpoint in %s; starting empty\n", dir.c_str());
+    return checkpointer;
+  }
+  if (!progress.ok()) return progress.status();
+  if (coordinator != nullptr && !progress->empty()) {
+    if (absl::Status s = coordinator->ImportProgress(*progress); !s.ok()) return s;
+  }
+  spotps::v1::StatsResponse stats;
+  store->FillStats(&stats);
+  std::printf("spotps-ps: restored checkpoint %llu (global step %llu) in %.0f ms\n",
+              static_cast<unsigned long long>((*checkpointer)->restored_id()),
+              static_cast<unsigned long long>(stats.global_step()),
+              absl::ToDoubleMilliseconds(absl::Now() - start));
+  return checkpointer;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  const absl::Time process_start = absl::Now();
   absl::SetProgramUsageMessage("spotps parameter-server shard");
   absl::ParseCommandLine(argc, argv);
   spotps::TuneAllocatorForBulkTransfers();
@@ -115,7 +163,25 @@ int main(int argc, char** argv) {
       CoordinatorFromFlags(options->shard_index);
   if (!coordinator.ok()) return Fail(coordinator.status());
 
-  spotps::ParameterServerService service(store->get());
+  absl::StatusOr<std::unique_ptr<spotps::ShardCheckpointer>> checkpointer =
+      RestoreFromFlags(store->get(), coordinator->get());
+  if (!checkpointer.ok()) return Fail(checkpointer.status());
+  std::unique_ptr<spotps::CheckpointRounds> rounds;
+  if (*checkpointer != nullptr && options->shard_index == 0) {
+    spotps::CheckpointRoundOptions round_options;
+    round_options.every = absl::Seconds(absl::GetFlag(FLAGS_checkpoint_every_s));
+    round_options.shard_addresses = absl::StrSplit(absl::GetFlag(FLAGS_peers), ',',
+                                                   absl::SkipWhitespace());
+    if (round_options.shard_addresses.size() != options->num_shards &&
+        options->num_shards > 1) {
+      return Fail(absl::InvalidArgumentError(
+          "shard 0 with --checkpoint_dir needs --peers listing all shards in order"));
+    }
+    rounds = std::make_unique<spotps::CheckpointRounds>(store->get(), checkpointer->get(),
+                                                        coordinator->get(), round_options);
+  }
+
+  spotps::ParameterServerService service(store->get(), checkpointer->get(), RandomIncarnation());
   std::unique_ptr<spotps::CoordinatorService> coordinator_service;
   const int max_bytes = static_cast<int>(absl::GetFlag(FLAGS_max_message_mb) << 20);
   int port = 0;
@@ -128,7 +194,8 @@ int main(int argc, char** argv) {
   }
   builder.RegisterService(&service);
   if (*coordinator != nullptr) {
-    coordinator_service = std::make_unique<spotps::CoordinatorService>(coordinator->get());
+    coordinator_service =
+        std::make_unique<spotps::CoordinatorService>(coordinator->get(), rounds.get());
     builder.RegisterService(coordinator_service.get());
   }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
@@ -141,15 +208,18 @@ int main(int argc, char** argv) {
       return Fail(s);
     }
   }
-  std::printf("spotps-ps: shard %u/%u listening on port %d (optimizer=%s lr=%g schedule=%s)\n",
-              options->shard_index, options->num_shards, port,
-              absl::GetFlag(FLAGS_optimizer).c_str(), options->schedule.base_lr,
-              absl::GetFlag(FLAGS_lr_schedule).c_str());
+  std::printf(
+      "spotps-ps: shard %u/%u listening on port %d (optimizer=%s lr=%g schedule=%s), "
+      "ready %.0f ms after start\n",
+      options->shard_index, options->num_shards, port, absl::GetFlag(FLAGS_optimizer).c_str(),
+      options->schedule.base_lr, absl::GetFlag(FLAGS_lr_schedule).c_str(),
+      absl::ToDoubleMilliseconds(absl::Now() - process_start));
   if (*coordinator != nullptr) {
     std::printf("spotps-ps: coordinator for %u epochs of %llu units\n", absl::GetFlag(FLAGS_epochs),
                 static_cast<unsigned long long>(absl::GetFlag(FLAGS_units_per_epoch)));
   }
   std::fflush(stdout);
+  if (rounds != nullptr) rounds->Start();
 
   boost::asio::io_context io;
   boost::asio::signal_set signals(io, SIGINT, SIGTERM);
@@ -162,6 +232,7 @@ int main(int argc, char** argv) {
   });
   std::thread signal_thread([&io] { io.run(); });
   server->Wait();
+  rounds.reset();
   io.stop();
   signal_thread.join();
   std::printf("spotps-ps: shard %u stopped\n", options->shard_index);

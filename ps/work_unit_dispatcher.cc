@@ -63,7 +63,9 @@ void WorkUnitDispatcher::StartEpoch(uint32_t epoch) {
 }
 
 void WorkUnitDispatcher::ReturnToPending(uint64_t index) {
+  const bool leased_since_import = units_[index].leased_since_import;
   units_[index] = Unit{};
+  units_[index].leased_since_import = leased_since_import;
   pending_.push_front(index);  // Re-issued units go first.
   counts_[epoch_].reissued += 1;
 }
@@ -78,7 +80,7 @@ WorkUnitDispatcher::Grant WorkUnitDispatcher::Acquire(uint64_t worker, absl::Tim
   if (pending_.empty()) return grant;  // kWait: the rest is leased.
   const uint64_t index = pending_.front();
   pending_.pop_front();
-  units_[index] = Unit{UnitState::kLeased, worker, now + config_.unit_lease};
+  units_[index] = Unit{UnitState::kLeased, worker, now + config_.unit_lease, true};
   grant.outcome = Outcome::kUnit;
   grant.epoch = epoch_;
   grant.index = index;
@@ -101,6 +103,10 @@ absl::StatusOr<bool> WorkUnitDispatcher::Commit(uint32_t epoch, uint64_t index) 
     return true;
   }
   if (units_[index].state == UnitState::kPending) {
+    if (!units_[index].leased_since_import) {  // From before a rollback.
+      counts_[epoch].duplicated += 1;
+      return true;
+    }
     // Its lease expired and it waits to be re-issued: the late commit still
     // counts, so take it out of the queue.
     for (auto it = pending_.begin(); it != pending_.end(); ++it) {

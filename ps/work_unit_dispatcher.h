@@ -65,7 +65,8 @@ class WorkUnitDispatcher {
   static std::vector<uint64_t> EpochOrder(uint64_t seed, uint32_t epoch, uint64_t units);
 
   // Data progress for checkpoints: the epoch, its committed units and the
-  // counts. Import replaces the state (leases are not kept: they re-issue).
+  // counts. Import replaces the state (leases are not kept: they re-issue,
+  // and late commits of leases from before the import are not counted).
   std::string ExportProgress() const;
   absl::Status ImportProgress(const std::string& bytes);
 
@@ -75,6 +76,10 @@ class WorkUnitDispatcher {
     UnitState state = UnitState::kPending;
     uint64_t worker = 0;
     absl::Time deadline;
+    // Leased since the last ImportProgress: only such a unit may be
+    // committed late (after its lease ended). A commit for a lease from
+    // before a rollback may stand for a gradient the restored shard lost.
+    bool leased_since_import = false;
   };
 
   explicit WorkUnitDispatcher(const DispatchConfig& config) : config_(config) {}

@@ -114,6 +114,12 @@ int main(int argc, char** argv) {
   const absl::Time process_start = absl::Now();
   absl::SetProgramUsageMessage("spotps training worker");
   absl::ParseCommandLine(argc, argv);
+  // Signals are handled from the first moment: a trainer preempted while it
+  // is still loading exits 0 like any other.
+  std::unique_ptr<spotps::WorkerMembership> membership;
+  spotps::GracefulDrain drain(absl::Seconds(absl::GetFlag(FLAGS_drain_deadline_s)), [&membership] {
+    if (membership != nullptr) membership->Leave();
+  });
   spotps::TuneAllocatorForBulkTransfers();
   absl::StatusOr<spotps::ComputeDType> dtype = spotps::ParseComputeDType(absl::GetFlag(FLAGS_dtype));
   if (!dtype.ok()) return Fail(dtype.status());
@@ -139,7 +145,6 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<spotps::Cluster>> cluster =
       spotps::Cluster::Connect(absl::GetFlag(FLAGS_ps));
   if (!cluster.ok()) return Fail(cluster.status());
-  std::unique_ptr<spotps::WorkerMembership> membership;
   if (*coordinator != nullptr) {
     auto joined = spotps::WorkerMembership::Join(coordinator->get(), options->name);
     if (!joined.ok()) return Fail(joined.status());
@@ -153,9 +158,6 @@ int main(int argc, char** argv) {
               static_cast<int>(data->num_train_tokens()));
   std::fflush(stdout);
 
-  spotps::GracefulDrain drain(absl::Seconds(absl::GetFlag(FLAGS_drain_deadline_s)), [&membership] {
-    if (membership != nullptr) membership->Leave();
-  });
   std::unique_ptr<spotps::SpotNoticeWatcher> spot_watcher;
   if (absl::GetFlag(FLAGS_watch_spot_notice)) {
     spotps::SpotNoticeWatcher::Options watch;

@@ -38,8 +38,15 @@ absl::StatusOr<std::unique_ptr<TrainingWorker>> TrainingWorker::Create(
   }
   absl::StatusOr<ParameterBinding> binding = ParameterBinding::Create(*model);
   if (!binding.ok()) return binding.status();
-  // Every worker offers its initial weights; each shard keeps the first.
-  absl::StatusOr<bool> init = cluster->Init(binding->layout(), binding->FlattenWeights());
+  // Every worker offers its initial weights; each shard keeps the first. A
+  // shard that is restarting is waited for, as everywhere else.
+  const std::vector<float> initial = binding->FlattenWeights();
+  absl::StatusOr<bool> init = cluster->Init(binding->layout(), initial);
+  const absl::Time give_up = absl::Now() + options.unavailable_timeout;
+  while (!init.ok() && IsTransient(init.status()) && absl::Now() < give_up) {
+    absl::SleepFor(absl::Seconds(1));
+    init = cluster->Init(binding->layout(), initial);
+  }
   if (!init.ok()) {
     if (!absl::IsFailedPrecondition(init.status())) return init.status();
     if (absl::Status fetched = cluster->FetchLayout(); !fetched.ok()) return init.status();
@@ -132,7 +139,10 @@ absl::Status TrainingWorker::Communicate(bool push) {
 
 absl::StatusOr<std::optional<TrainingWorker::Unit>> TrainingWorker::NextUnit(
     int64_t step, bool& gradient_pending, const std::atomic<bool>& stop) {
-  if (work_.coordinator == nullptr) return Unit{0, static_cast<uint64_t>(step), static_cast<uint64_t>(step)};
+  if (work_.coordinator == nullptr) {
+    return Unit{0, static_cast<uint64_t>(step), static_cast<uint64_t>(step)};
+  }
+  absl::Time give_up = absl::Now() + options_.unavailable_timeout;
   while (!stop.load()) {
     absl::StatusOr<v1::AcquireUnitResponse> r =
         work_.coordinator->Acquire(work_.membership->worker_id());
@@ -140,7 +150,12 @@ absl::StatusOr<std::optional<TrainingWorker::Unit>> TrainingWorker::NextUnit(
       if (absl::Status s = work_.membership->Rejoin(); !s.ok()) return s;
       continue;
     }
+    if (IsTransient(r.status()) && absl::Now() < give_up) {  // Shard 0 restarting.
+      absl::SleepFor(absl::Seconds(1));
+      continue;
+    }
     if (!r.ok()) return r.status();
+    give_up = absl::Now() + options_.unavailable_timeout;
     if (r->outcome() == v1::AcquireUnitResponse::OUTCOME_UNIT) {
       return Unit{r->unit().epoch(), r->unit().index(), r->unit().data_unit()};
     }

@@ -23,7 +23,7 @@ class PsServiceTest : public ::testing::Test {
     o.optimizer.kind = OptimizerKind::kSgd;
     o.schedule.base_lr = 0.25;
     store_ = *ShardStore::Create(o);
-    service_ = std::make_unique<ParameterServerService>(store_.get());
+    service_ = std::make_unique<ParameterServerService>(store_.get(), nullptr, 1);
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);

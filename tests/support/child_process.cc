@@ -3,7 +3,10 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,6 +30,8 @@ TempDir::TempDir() {
 
 TempDir::~TempDir() {
   std::error_code ec;
+  // SPOTPS_KEEP_TEST_DIRS=1 keeps logs of a failed run for reading.
+  if (getenv("SPOTPS_KEEP_TEST_DIRS") != nullptr) return;
   if (!path_.empty()) std::filesystem::remove_all(path_, ec);
 }
 
@@ -85,20 +90,43 @@ absl::StatusOr<int> ChildProcess::Wait(absl::Duration timeout) {
   return exit_code_;
 }
 
+absl::StatusOr<int> PickFreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  close(fd);
+  if (!ok) return absl::InternalError("cannot find a free port");
+  return static_cast<int>(ntohs(addr.sin_port));
+}
+
 absl::StatusOr<std::unique_ptr<LocalShardCluster>> LocalShardCluster::Start(
     int num_shards, const std::vector<std::string>& extra_flags, const std::string& dir) {
+  return Start(num_shards, [&](int, const std::string&) { return extra_flags; }, dir);
+}
+
+absl::StatusOr<std::unique_ptr<LocalShardCluster>> LocalShardCluster::Start(
+    int num_shards, const FlagsFor& flags_for, const std::string& dir) {
   auto cluster = std::unique_ptr<LocalShardCluster>(new LocalShardCluster());
   cluster->dir_ = dir;
-  cluster->extra_flags_ = extra_flags;
-  cluster->ports_.assign(num_shards, 0);
   std::vector<std::string> addresses;
   for (int i = 0; i < num_shards; ++i) {
-    absl::StatusOr<std::unique_ptr<ChildProcess>> shard = cluster->StartShard(i, 0);
-    if (!shard.ok()) return shard.status();
-    cluster->shards_.push_back(*std::move(shard));
-    addresses.push_back(absl::StrCat("127.0.0.1:", cluster->ports_[i]));
+    absl::StatusOr<int> port = PickFreePort();
+    if (!port.ok()) return port.status();
+    cluster->ports_.push_back(*port);
+    addresses.push_back(absl::StrCat("127.0.0.1:", *port));
   }
   cluster->addresses_ = absl::StrJoin(addresses, ",");
+  for (int i = 0; i < num_shards; ++i) {
+    cluster->flags_.push_back(flags_for(i, cluster->addresses_));
+    absl::StatusOr<std::unique_ptr<ChildProcess>> shard =
+        cluster->StartShard(i, cluster->ports_[i]);
+    if (!shard.ok()) return shard.status();
+    cluster->shards_.push_back(*std::move(shard));
+  }
   return cluster;
 }
 
@@ -117,7 +145,7 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> LocalShardCluster::StartShard(int 
                                    absl::StrCat("--port_file=", port_file),
                                    absl::StrCat("--shard_index=", i),
                                    absl::StrCat("--num_shards=", ports_.size())};
-  argv.insert(argv.end(), extra_flags_.begin(), extra_flags_.end());
+  argv.insert(argv.end(), flags_[i].begin(), flags_[i].end());
   absl::StatusOr<std::unique_ptr<ChildProcess>> child =
       ChildProcess::Start(argv, absl::StrCat(dir_, "/shard", i, ".log"));
   if (!child.ok()) return child.status();

@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,7 +18,11 @@ namespace spotps::testing {
 // Path of a binary built by this project (build/bin/NAME).
 std::string BinaryPath(const std::string& name);
 
-// A fresh directory under $TMPDIR, removed with its contents on destruction.
+// A TCP port on 127.0.0.1 that was free a moment ago.
+absl::StatusOr<int> PickFreePort();
+
+// A fresh directory under $TMPDIR, removed with its contents on destruction
+// (kept when SPOTPS_KEEP_TEST_DIRS is set).
 class TempDir {
  public:
   TempDir();
@@ -54,9 +59,18 @@ class ChildProcess {
 // N spotps-ps processes on loopback with free ports, for one test.
 class LocalShardCluster {
  public:
+  // Flags for shard `index`, given the whole address list.
+  using FlagsFor =
+      std::function<std::vector<std::string>(int index, const std::string& addresses)>;
+
   // `extra_flags` are passed to every shard (optimizer, lr, ...).
   static absl::StatusOr<std::unique_ptr<LocalShardCluster>> Start(
       int num_shards, const std::vector<std::string>& extra_flags, const std::string& dir);
+  // Ports are chosen before any shard starts, so flags may name them
+  // (shard 0's --peers).
+  static absl::StatusOr<std::unique_ptr<LocalShardCluster>> Start(int num_shards,
+                                                                  const FlagsFor& flags_for,
+                                                                  const std::string& dir);
 
   // "127.0.0.1:p0,127.0.0.1:p1,..." in shard order.
   const std::string& addresses() const { return addresses_; }
@@ -69,7 +83,7 @@ class LocalShardCluster {
   absl::StatusOr<std::unique_ptr<ChildProcess>> StartShard(int i, int port);
 
   std::string dir_;
-  std::vector<std::string> extra_flags_;
+  std::vector<std::vector<std::string>> flags_;  // Per shard.
   std::vector<std::unique_ptr<ChildProcess>> shards_;
   std::vector<int> ports_;
   std::string addresses_;

@@ -1,0 +1,129 @@
+#include "ps/checkpoint_rounds.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace spotps {
+
+CheckpointRounds::CheckpointRounds(ShardStore* store, ShardCheckpointer* own,
+                                   Coordinator* coordinator, const CheckpointRoundOptions& options)
+    : store_(store), own_(own), coordinator_(coordinator), options_(options) {
+  for (size_t i = 1; i < options.shard_addresses.size(); ++i) {
+    Peer peer;
+    peer.address = options.shard_addresses[i];
+    peer.stub = v1::ParameterServer::NewStub(
+        grpc::CreateChannel(peer.address, grpc::InsecureChannelCredentials()));
+    peers_.push_back(std::move(peer));
+  }
+}
+
+CheckpointRounds::~CheckpointRounds() {
+  stop_.Notify();
+  if (thread_.joinable()) thread_.join();
+}
+
+void CheckpointRounds::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void CheckpointRounds::Loop() {
+  absl::Time next_round = absl::Now() + options_.every;
+  while (!stop_.WaitForNotificationWithTimeout(options_.peer_poll)) {
+    WatchPeers();
+    if (options_.every > absl::ZeroDuration() && absl::Now() >= next_round) {
+      next_round = absl::Now() + options_.every;
+      absl::StatusOr<v1::CheckpointNowResponse> r = RunNow();
+      if (!r.ok() && !absl::IsFailedPrecondition(r.status())) {
+        std::fprintf(stderr, "spotps-ps: checkpoint round failed: %s\n",
+                     r.status().ToString().c_str());
+      }
+    }
+  }
+}
+
+uint64_t CheckpointRounds::NextId() {
+  uint64_t newest = own_->last_written_id();
+  for (Peer& peer : peers_) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+    v1::StatsResponse stats;
+    if (peer.stub->Stats(&ctx, v1::StatsRequest(), &stats).ok()) {
+      newest = std::max(newest, stats.last_checkpoint_id());
+    }
+  }
+  return newest + 1;
+}
+
+absl::StatusOr<v1::CheckpointNowResponse> CheckpointRounds::RunNow() {
+  absl::MutexLock lock(&mu_);
+  if (!store_->initialized()) {
+    return absl::FailedPreconditionError("no checkpoint: the model is not initialised yet");
+  }
+  const absl::Time start = absl::Now();
+  const uint64_t id = NextId();
+  // Progress first: see the file comment for why this order loses nothing.
+  const std::string progress = coordinator_ != nullptr ? coordinator_->ExportProgress() : "";
+  absl::StatusOr<CheckpointWriteResult> mine = own_->Write(id, *store_, progress);
+  if (!mine.ok()) return mine.status();
+  std::vector<absl::Status> results(peers_.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < peers_.size(); ++i) {
+    threads.emplace_back([&, i] {
+      v1::WriteCheckpointRequest request;
+      request.set_checkpoint_id(id);
+      v1::WriteCheckpointResponse response;
+      results[i] = CallWithRetry(
+          RetryPolicy{absl::Seconds(120), 3, absl::Milliseconds(200), absl::Seconds(2)},
+          absl::StrCat("shard ", i + 1, " (", peers_[i].address, ") WriteCheckpoint"),
+          [&](grpc::ClientContext* ctx) {
+            return peers_[i].stub->WriteCheckpoint(ctx, request, &response);
+          });
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const absl::Status& s : results) {
+    if (!s.ok()) return s;
+  }
+  v1::CheckpointNowResponse response;
+  response.set_checkpoint_id(id);
+  response.set_seconds(absl::ToDoubleSeconds(absl::Now() - start));
+  std::printf("spotps-ps: checkpoint %llu written by %zu shards in %.2f s\n",
+              static_cast<unsigned long long>(id), peers_.size() + 1, response.seconds());
+  std::fflush(stdout);
+  return response;
+}
+
+void CheckpointRounds::WatchPeers() {
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < peers_.size(); ++i) {
+    Peer& peer = peers_[i];
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+    v1::StatsResponse stats;
+    if (!peer.stub->Stats(&ctx, v1::StatsRequest(), &stats).ok()) continue;
+    const bool restarted = peer.incarnation != 0 && stats.incarnation() != peer.incarnation;
+    peer.incarnation = stats.incarnation();
+    if (!restarted) continue;
+    const uint64_t k = stats.restored_checkpoint_id();
+    if (k == 0) {
+      std::fprintf(stderr,
+                   "spotps-ps: shard %zu restarted without a checkpoint: its partitions are lost\n",
+                   i + 1);
+      continue;
+    }
+    if (coordinator_ == nullptr) continue;
+    absl::StatusOr<std::string> progress = own_->ExtraBlobOf(k);
+    absl::Status s = progress.ok() ? coordinator_->ImportProgress(*progress) : progress.status();
+    std::printf(
+        "spotps-ps: shard %zu restarted from checkpoint %llu: data progress rolled back to it (%s); "
+        "units done since are trained again\n",
+        i + 1, static_cast<unsigned long long>(k), s.ok() ? "ok" : s.ToString().c_str());
+    std::fflush(stdout);
+  }
+}
+
+}  // namespace spotps
