@@ -12,9 +12,9 @@ namespace spotps {
 CheckpointRounds::CheckpointRounds(ShardStore* store, ShardCheckpointer* own,
                                    Coordinator* coordinator, const CheckpointRoundOptions& options)
     : store_(store), own_(own), coordinator_(coordinator), options_(options) {
-  for (size_t i = 1; i < options.shard_addresses.size(); ++i) {
+  for (const std::string& address : options.peer_addresses) {
     Peer peer;
-    peer.address = options.shard_addresses[i];
+    peer.address = address;
     peer.stub = v1::ParameterServer::NewStub(
         grpc::CreateChannel(peer.address, grpc::InsecureChannelCredentials()));
     peers_.push_back(std::move(peer));
@@ -45,15 +45,23 @@ void CheckpointRounds::Loop() {
   }
 }
 
-uint64_t CheckpointRounds::NextId() {
+absl::StatusOr<uint64_t> CheckpointRounds::PrepareRound() {
   uint64_t newest = own_->last_written_id();
   for (Peer& peer : peers_) {
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
     v1::StatsResponse stats;
-    if (peer.stub->Stats(&ctx, v1::StatsRequest(), &stats).ok()) {
-      newest = std::max(newest, stats.last_checkpoint_id());
+    grpc::Status s = peer.stub->Stats(&ctx, v1::StatsRequest(), &stats);
+    if (!s.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("checkpoint round: shard at ", peer.address, ": ", s.error_message()));
     }
+    if (peer.incarnation != 0 && stats.incarnation() != peer.incarnation) {
+      return absl::UnavailableError(absl::StrCat(
+          "checkpoint round: shard at ", peer.address, " restarted; waiting for its rollback"));
+    }
+    peer.incarnation = stats.incarnation();
+    newest = std::max(newest, stats.last_checkpoint_id());
   }
   return newest + 1;
 }
@@ -64,7 +72,9 @@ absl::StatusOr<v1::CheckpointNowResponse> CheckpointRounds::RunNow() {
     return absl::FailedPreconditionError("no checkpoint: the model is not initialised yet");
   }
   const absl::Time start = absl::Now();
-  const uint64_t id = NextId();
+  absl::StatusOr<uint64_t> next = PrepareRound();
+  if (!next.ok()) return next.status();
+  const uint64_t id = *next;
   // Progress first: see the file comment for why this order loses nothing.
   const std::string progress = coordinator_ != nullptr ? coordinator_->ExportProgress() : "";
   absl::StatusOr<CheckpointWriteResult> mine = own_->Write(id, *store_, progress);
@@ -75,6 +85,7 @@ absl::StatusOr<v1::CheckpointNowResponse> CheckpointRounds::RunNow() {
     threads.emplace_back([&, i] {
       v1::WriteCheckpointRequest request;
       request.set_checkpoint_id(id);
+      request.set_expected_incarnation(peers_[i].incarnation);
       v1::WriteCheckpointResponse response;
       results[i] = CallWithRetry(
           RetryPolicy{absl::Seconds(120), 3, absl::Milliseconds(200), absl::Seconds(2)},

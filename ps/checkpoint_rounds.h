@@ -5,7 +5,9 @@
 // has every shard write checkpoint N. A unit is committed only after its
 // gradient was acknowledged by every shard, so every unit the progress of
 // round N counts is in every shard's weights of round N: restoring round N
-// never loses a unit, and units done after it are trained again.
+// never loses a unit, and units done after it are trained again. A shard
+// that restarts during a round refuses to write it, so no round mixes a
+// shard's state from before and after a restart.
 #ifndef SPOTPS_PS_CHECKPOINT_ROUNDS_H_
 #define SPOTPS_PS_CHECKPOINT_ROUNDS_H_
 
@@ -29,7 +31,7 @@ namespace spotps {
 
 struct CheckpointRoundOptions {
   absl::Duration every = absl::ZeroDuration();  // Zero: only on request.
-  std::vector<std::string> shard_addresses;     // All shards, in order; [0] is us.
+  std::vector<std::string> peer_addresses;      // Shards 1..n-1, in order.
   absl::Duration peer_poll = absl::Seconds(1);
 };
 
@@ -56,7 +58,9 @@ class CheckpointRounds {
 
   void Loop();
   void WatchPeers();
-  uint64_t NextId();
+  // Learns every peer's incarnation (a round must not span a restart) and
+  // returns an id above every checkpoint any shard has.
+  absl::StatusOr<uint64_t> PrepareRound();
 
   ShardStore* const store_;
   ShardCheckpointer* const own_;

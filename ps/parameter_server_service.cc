@@ -204,6 +204,10 @@ grpc::Status ParameterServerService::WriteCheckpoint(grpc::ServerContext*,
   if (request->checkpoint_id() == 0) {
     return InvalidArgument("checkpoint ids start at 1");
   }
+  if (request->expected_incarnation() != 0 && request->expected_incarnation() != incarnation_) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "this shard restarted after the checkpoint round began");
+  }
   absl::StatusOr<CheckpointWriteResult> written =
       checkpointer_->Write(request->checkpoint_id(), *store_, "");
   if (!written.ok()) return ToGrpcStatus(written.status());

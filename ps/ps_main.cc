@@ -19,6 +19,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "client/atomic_file.h"
 #include "client/transport_args.h"
 #include "absl/strings/str_split.h"
@@ -61,7 +62,7 @@ ABSL_FLAG(double, checkpoint_every_s, 0,
           "Shard 0: start a checkpoint round on every shard this often; 0: only on request.");
 ABSL_FLAG(int, keep_checkpoints, 3, "Checkpoints kept per shard.");
 ABSL_FLAG(std::string, peers, "",
-          "Shard 0 with checkpoints: all shard addresses host:port,... in shard order.");
+          "Shard 0 with checkpoints: the other shards' addresses host:port,... from shard 1 on.");
 
 namespace {
 
@@ -170,12 +171,12 @@ int main(int argc, char** argv) {
   if (*checkpointer != nullptr && options->shard_index == 0) {
     spotps::CheckpointRoundOptions round_options;
     round_options.every = absl::Seconds(absl::GetFlag(FLAGS_checkpoint_every_s));
-    round_options.shard_addresses = absl::StrSplit(absl::GetFlag(FLAGS_peers), ',',
-                                                   absl::SkipWhitespace());
-    if (round_options.shard_addresses.size() != options->num_shards &&
-        options->num_shards > 1) {
-      return Fail(absl::InvalidArgumentError(
-          "shard 0 with --checkpoint_dir needs --peers listing all shards in order"));
+    round_options.peer_addresses = absl::StrSplit(absl::GetFlag(FLAGS_peers), ',',
+                                                  absl::SkipWhitespace());
+    if (round_options.peer_addresses.size() + 1 != options->num_shards) {
+      return Fail(absl::InvalidArgumentError(absl::StrFormat(
+          "shard 0 with --checkpoint_dir needs --peers listing shards 1..%d in order (got %d)",
+          options->num_shards - 1, round_options.peer_addresses.size())));
     }
     rounds = std::make_unique<spotps::CheckpointRounds>(store->get(), checkpointer->get(),
                                                         coordinator->get(), round_options);

@@ -48,7 +48,8 @@ say "building"
 mkdir -p .cache
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release > .cache/configure.log 2>&1 ||
   { cat .cache/configure.log; exit 1; }
-cmake --build build -j"$(nproc)" --target spotps-ps spotps-trainer spotps-tokenize spotps-generate
+cmake --build build -j"$(nproc)" \
+  --target spotps-ps spotps-trainer spotps-tokenize spotps-generate spotps-ctl
 bin=$repo/build/bin
 
 say "preparing the corpus"
@@ -57,20 +58,34 @@ trainer/prepare_corpus.sh "$corpus_dir" "$bin/spotps-tokenize"
 data=$corpus_dir/kjv.tokens
 
 run_dir=$(mktemp -d "${TMPDIR:-/tmp}/spotps-run-XXXXXX")
-pids=()
+# While the job runs, deploy/local/scale.sh finds it through this file.
+job_env=$repo/.cache/local-job.env
+shard_pids=()
+trainer_pids=()
+# Sends SIGTERM, waits up to 10 s, then SIGKILLs whatever is left.
+stop_processes() {
+  [ $# -gt 0 ] || return 0
+  kill -TERM "$@" 2>/dev/null || true
+  for _ in $(seq 50); do
+    alive=0
+    for pid in "$@"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    [ $alive -eq 0 ] && break
+    sleep 0.2
+  done
+  kill -KILL "$@" 2>/dev/null || true
+}
 cleanup() {
   trap - INT TERM EXIT
-  if [ ${#pids[@]} -gt 0 ]; then
-    kill -TERM "${pids[@]}" 2>/dev/null || true
-    for _ in $(seq 50); do
-      alive=0
-      for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
-      [ $alive -eq 0 ] && break
-      sleep 0.2
-    done
-    kill -KILL "${pids[@]}" 2>/dev/null || true
-    wait 2>/dev/null || true
-  fi
+  # Trainers that scale.sh added stop with the rest.
+  mapfile -t scaled < <("$repo/deploy/local/scale.sh" pids "$run_dir" 2>/dev/null || true)
+  # Another job may have taken the file over since; then it is not ours.
+  grep -qx "SPOTPS_JOB_PID=$$" "$job_env" 2>/dev/null && rm -f "$job_env"
+  # Trainers first, so that they drain (push, commit) while the shards still serve.
+  stop_processes "${trainer_pids[@]}" "${scaled[@]}"
+  stop_processes "${shard_pids[@]}"
+  wait 2>/dev/null || true
+  trainer_pids=()
+  shard_pids=()
 }
 trap 'echo; say "interrupted: stopping everything"; cleanup; exit 130' INT TERM
 trap cleanup EXIT
@@ -82,36 +97,50 @@ trainer_threads=$(( cores / WORKERS )); [ $trainer_threads -ge 1 ] || trainer_th
 # training tokens (the token file holds 2 bytes per token).
 units=$(( $(stat -c %s "$data") / 2 * 95 / 100 / (BATCH * SEQ_LEN) ))
 say "starting $SHARDS shards (logs in $run_dir); shard 0 coordinates $EPOCHS epoch(s) of $units units"
-addresses=""
-for i in $(seq 0 $((SHARDS - 1))); do
-  coordinator_flags=()
-  [ "$i" -eq 0 ] && coordinator_flags=(--epochs="$EPOCHS" --units_per_epoch="$units")
+# Shards 1..N-1 first: shard 0 needs their addresses to drive checkpoints.
+start_shard() {
+  local i=$1
+  shift
   "$bin/spotps-ps" --listen=127.0.0.1:0 --port_file="$run_dir/shard$i.port" \
-      --shard_index=$i --num_shards=$SHARDS --optimizer=adamw --lr="$LR" \
-      --warmup_steps=50 --weight_decay=0.01 --beta2=0.99 "${coordinator_flags[@]}" \
-      > "$run_dir/shard$i.log" 2>&1 &
-  pids+=($!)
-done
-for i in $(seq 0 $((SHARDS - 1))); do
+      --shard_index="$i" --num_shards="$SHARDS" --optimizer=adamw --lr="$LR" \
+      --warmup_steps=50 --weight_decay=0.01 --beta2=0.99 \
+      --checkpoint_dir="$run_dir/checkpoints/shard$i" "$@" > "$run_dir/shard$i.log" 2>&1 &
+  shard_pids+=($!)
   for _ in $(seq 100); do [ -s "$run_dir/shard$i.port" ] && break; sleep 0.1; done
   [ -s "$run_dir/shard$i.port" ] || { cat "$run_dir/shard$i.log"; exit 1; }
-  addresses+="${addresses:+,}127.0.0.1:$(cat "$run_dir/shard$i.port")"
+}
+peers=""
+for i in $(seq 1 $((SHARDS - 1))); do
+  start_shard "$i"
+  peers+="${peers:+,}127.0.0.1:$(cat "$run_dir/shard$i.port")"
 done
+start_shard 0 --epochs="$EPOCHS" --units_per_epoch="$units" --checkpoint_every_s=30 \
+    --peers="$peers"
+addresses="127.0.0.1:$(cat "$run_dir/shard0.port")${peers:+,$peers}"
 say "shards at $addresses"
 
 say "starting $WORKERS trainers: model=$MODEL dtype=$DTYPE batch=$BATCH seq_len=$SEQ_LEN for ${SECONDS_TO_TRAIN}s"
-trainer_pids=()
 for i in $(seq 0 $((WORKERS - 1))); do
   "$bin/spotps-trainer" --ps="$addresses" --model="$MODEL" --data="$data" --dtype="$DTYPE" \
       --batch="$BATCH" --seq_len="$SEQ_LEN" --max_seconds="$SECONDS_TO_TRAIN" \
       --threads=$trainer_threads --worker_index=$i --log_every=20 --eval_batches=0 \
       > >(tee "$run_dir/trainer$i.log") 2>&1 &
   trainer_pids+=($!)
-  pids+=($!)
 done
+{
+  echo "# The local job deploy/local/up.sh runs; read by deploy/local/scale.sh."
+  printf 'SPOTPS_%s=%q\n' JOB_PID $$ RUN_DIR "$run_dir" BIN "$bin" PS "$addresses" \
+    MODEL "$MODEL" DATA "$data" BATCH "$BATCH" SEQ_LEN "$SEQ_LEN" DTYPE "$DTYPE" \
+    THREADS "$trainer_threads" END_TIME $(( $(date +%s) + SECONDS_TO_TRAIN ))
+} > "$job_env.tmp" && mv "$job_env.tmp" "$job_env"
 status=0
 for pid in "${trainer_pids[@]}"; do wait "$pid" || status=$?; done
 [ $status -eq 0 ] || { say "a trainer failed (exit $status); logs in $run_dir"; exit 1; }
+# Trainers that scale.sh added stop at the same deadline, and their tokens count.
+for _ in $(seq 60); do
+  [ -z "$("$repo/deploy/local/scale.sh" pids "$run_dir")" ] && break
+  sleep 1
+done
 
 say "evaluating and sampling from the final weights"
 "$bin/spotps-generate" --ps="$addresses" --model="$MODEL" --data="$data" \

@@ -55,7 +55,9 @@ TEST(TensorCodecTest, BulkBf16MatchesScalarRule) {
   std::vector<float> back(v.size());
   ASSERT_TRUE(DecodeToFp32(v1::DTYPE_BF16, bytes, v.size(), back.data()).ok());
   for (size_t i = 0; i < v.size(); i += 97) {
-    if (std::isfinite(back[i])) EXPECT_NEAR(back[i], v[i], std::abs(v[i]) / 128 + 1e-30);
+    if (std::isfinite(back[i])) {
+      EXPECT_NEAR(back[i], v[i], std::abs(v[i]) / 128 + 1e-30);
+    }
   }
 }
 

@@ -50,7 +50,8 @@ class Job {
           if (i == 0) {  // Shard 0 coordinates and drives checkpoint rounds.
             f.insert(f.end(), {absl::StrCat("--epochs=", kEpochs),
                                absl::StrCat("--units_per_epoch=", kUnits), "--worker_lease_s=2",
-                               "--unit_lease_s=6", "--peers=" + addresses});
+                               "--unit_lease_s=6",
+                               "--peers=" + addresses.substr(addresses.find(',') + 1)});
             if (durable) f.push_back("--checkpoint_every_s=2");
           }
           return f;
