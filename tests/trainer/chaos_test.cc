@@ -136,6 +136,22 @@ class Job {
   std::vector<std::unique_ptr<ChildProcess>> trainers_;
 };
 
+// The last lines of every log in `dir`, for failure messages.
+std::string LogTails(const std::string& dir) {
+  std::string out;
+  DIR* d = opendir(dir.c_str());
+  while (dirent* e = d != nullptr ? readdir(d) : nullptr) {
+    const std::string name = e->d_name;
+    if (name.size() < 4 || name.substr(name.size() - 4) != ".log") continue;
+    absl::StatusOr<std::string> text = ReadFile(dir + "/" + name);
+    if (!text.ok()) continue;
+    const size_t from = text->size() > 400 ? text->size() - 400 : 0;
+    absl::StrAppend(&out, "\n== ", name, "\n", text->substr(from));
+  }
+  if (d != nullptr) closedir(d);
+  return out;
+}
+
 // Processes whose command line mentions `marker` (our temp dir).
 int ProcessesMentioning(const std::string& marker) {
   int found = 0;
@@ -187,7 +203,8 @@ TEST(ChaosTest, PreemptionsAndAShardCrashLoseNothing) {
         chaos.shards().shard(1).Signal(SIGKILL);
         ASSERT_TRUE(chaos.shards().shard(1).Wait(absl::Seconds(10)).ok());
         absl::SleepFor(absl::Seconds(1));
-        ASSERT_TRUE(chaos.shards().Restart(1).ok());
+        absl::Status restarted = chaos.shards().Restart(1);
+        ASSERT_TRUE(restarted.ok()) << restarted << LogTails(dir.path() + "/chaos");
         crashed_shard = true;
         continue;
       }
@@ -203,7 +220,7 @@ TEST(ChaosTest, PreemptionsAndAShardCrashLoseNothing) {
       sent_sigterm = true;
       auto code = chaos.trainers()[victim]->Wait(absl::Seconds(30));
       ASSERT_TRUE(code.ok());
-      EXPECT_EQ(*code, 0) << "a drained trainer exits 0";
+      EXPECT_EQ(*code, 0) << "a drained trainer exits 0" << LogTails(dir.path() + "/chaos");
     } else {
       chaos.trainers()[victim]->Signal(SIGKILL);
       chaos.trainers()[victim]->Wait(absl::Seconds(10)).IgnoreError();
@@ -212,7 +229,8 @@ TEST(ChaosTest, PreemptionsAndAShardCrashLoseNothing) {
     chaos.StartTrainer();  // Spot capacity comes back.
   }
   auto done = chaos.WaitDone(absl::Seconds(120));
-  ASSERT_TRUE(done.ok()) << done.status();
+  const std::string chaos_dir = dir.path() + "/chaos";
+  ASSERT_TRUE(done.ok()) << done.status() << LogTails(chaos_dir);
   EXPECT_TRUE(sent_sigterm);
   EXPECT_TRUE(crashed_shard);
   EXPECT_GE(kills, 2);
@@ -230,7 +248,8 @@ TEST(ChaosTest, PreemptionsAndAShardCrashLoseNothing) {
   auto val = chaos.ValLoss();
   ASSERT_TRUE(val.ok()) << val.status();
   EXPECT_LE(*val, *baseline * 1.10) << "chaos " << *val << " calm " << *baseline;
-  EXPECT_EQ(chaos.Shutdown(), 0) << "every process should have ended by itself";
+  EXPECT_EQ(chaos.Shutdown(), 0) << "every process should have ended by itself"
+                                 << LogTails(chaos_dir);
   EXPECT_EQ(ProcessesMentioning(dir.path()), 0) << "a process was left behind";
   chaos_line = absl::StrFormat(
       "chaos: units_lost=%d units_duplicated=%d reissued=%d val_loss=%.4f baseline_val_loss=%.4f",
