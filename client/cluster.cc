@@ -153,10 +153,8 @@ absl::Status Cluster::ForEachShard(const std::function<absl::Status(size_t)>& fn
 absl::Status Cluster::CallWithRetry(
     size_t shard, absl::string_view method,
     const std::function<grpc::Status(grpc::ClientContext*)>& attempt) {
-  const RetryPolicy policy{options_.rpc_deadline, options_.max_attempts, options_.initial_backoff,
-                           options_.max_backoff};
   return spotps::CallWithRetry(
-      policy, absl::StrCat("shard ", shard, " (", shards_[shard]->address, ") ", method), attempt);
+      options_.retry, absl::StrCat("shard ", shard, " (", shards_[shard]->address, ") ", method), attempt);
 }
 
 absl::Status Cluster::SetLayout(const ModelLayout& layout) {
@@ -202,7 +200,7 @@ absl::Status Cluster::FetchLayout() {
 
 absl::Status Cluster::WaitForLayout(absl::Duration timeout) {
   const absl::Time give_up = absl::Now() + timeout;
-  absl::Duration backoff = options_.initial_backoff;
+  absl::Duration backoff = options_.retry.initial_backoff;
   while (true) {
     absl::Status s = FetchLayout();
     if (s.ok() || absl::Now() + backoff > give_up) return s;
@@ -211,7 +209,7 @@ absl::Status Cluster::WaitForLayout(absl::Duration timeout) {
       return s;
     }
     absl::SleepFor(JitteredBackoff(backoff));
-    backoff = std::min(backoff * 2, options_.max_backoff);
+    backoff = std::min(backoff * 2, options_.retry.max_backoff);
   }
 }
 

@@ -30,15 +30,13 @@
 #include "absl/types/span.h"
 #include "client/model_layout.h"
 #include "client/partition_map.h"
+#include "client/rpc_retry.h"
 #include "spotps/v1/parameter_server.grpc.pb.h"
 
 namespace spotps {
 
 struct ClusterOptions {
-  absl::Duration rpc_deadline = absl::Seconds(60);  // Per attempt.
-  int max_attempts = 6;
-  absl::Duration initial_backoff = absl::Milliseconds(50);
-  absl::Duration max_backoff = absl::Seconds(3);
+  RetryPolicy retry;  // Deadline per attempt, attempts, backoff.
   // Payload bytes per stream message (partitions are at most 4 MiB FP32).
   int64_t message_bytes = int64_t{4} << 20;
   int64_t max_message_bytes = int64_t{64} << 20;

@@ -154,7 +154,7 @@ RetryPolicy CtlRetryPolicy() {
 
 absl::StatusOr<std::unique_ptr<Cluster>> ConnectShards() {
   ClusterOptions options;
-  options.rpc_deadline = CtlRetryPolicy().deadline;
+  options.retry = CtlRetryPolicy();
   options.pull_streams_per_shard = 1;  // spotps-ctl never pulls weights.
   return Cluster::Connect(absl::GetFlag(FLAGS_ps), options);
 }

@@ -168,9 +168,9 @@ TEST_F(MultiProcessTest, UnreachableShardFailsAfterBoundedRetries) {
   shards_->shard(1).Signal(SIGKILL);
   ASSERT_TRUE(shards_->shard(1).Wait(absl::Seconds(10)).ok());
   ClusterOptions options;
-  options.max_attempts = 3;
-  options.initial_backoff = absl::Milliseconds(20);
-  options.rpc_deadline = absl::Seconds(2);
+  options.retry.max_attempts = 3;
+  options.retry.initial_backoff = absl::Milliseconds(20);
+  options.retry.deadline = absl::Seconds(2);
   auto cluster = Cluster::Connect(shards_->addresses(), options);
   ASSERT_TRUE(cluster.ok());
   const absl::Time start = absl::Now();
