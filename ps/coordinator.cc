@@ -1,8 +1,24 @@
 #include "ps/coordinator.h"
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 
 namespace spotps {
+
+absl::StatusOr<int64_t> ParseConsistency(absl::string_view mode) {
+  if (mode == "async") return -1;
+  int64_t bound = -1;
+  if (absl::ConsumePrefix(&mode, "ssp:") && absl::SimpleAtoi(mode, &bound) && bound >= 0) {
+    return bound;
+  }
+  if (mode == "sync") {
+    return absl::UnimplementedError("--consistency=sync is not built yet; use async or ssp:S");
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--consistency must be async or ssp:S with S >= 0, got '", mode, "'"));
+}
 
 absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(const CoordinatorOptions& options,
                                                                  Clock clock) {
@@ -52,11 +68,18 @@ absl::StatusOr<WorkUnitDispatcher::Grant> Coordinator::Acquire(uint64_t worker) 
   absl::MutexLock lock(&mu_);
   const absl::Time now = clock_();
   ExpireWorkers(now);
-  if (!leases_.IsLive(worker)) {
+  LeaseTable::Member* member = leases_.Find(worker);
+  if (member == nullptr) {
     return absl::NotFoundError(absl::StrFormat(
         "worker %d is not registered or its lease expired: register again", worker));
   }
-  return dispatcher_.Acquire(worker, now);
+  if (options_.ssp_bound >= 0 &&
+      member->clock > leases_.MinClock() + static_cast<uint64_t>(options_.ssp_bound)) {
+    return WorkUnitDispatcher::Grant{};  // kWait: let the slowest catch up.
+  }
+  WorkUnitDispatcher::Grant grant = dispatcher_.Acquire(worker, now);
+  if (grant.outcome == WorkUnitDispatcher::Outcome::kUnit) member->clock += 1;
+  return grant;
 }
 
 absl::StatusOr<bool> Coordinator::Commit(uint64_t worker, uint32_t epoch, uint64_t index) {
@@ -97,6 +120,7 @@ v1::ProgressResponse Coordinator::Progress() {
     w->set_name(m.name);
     w->set_units_committed(m.units_committed);
     w->set_ms_since_heartbeat(absl::ToInt64Milliseconds(now - m.last_heartbeat));
+    w->set_clock(m.clock);
   }
   p.set_workers_expired(leases_.expired_total());
   return p;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "ps/lease_table.h"
@@ -20,12 +21,21 @@ namespace spotps {
 struct CoordinatorOptions {
   DispatchConfig dispatch;
   absl::Duration worker_lease = absl::Seconds(10);
+  // Stale synchronous parallel: a worker may be at most this many units
+  // ahead of the slowest live worker; negative: fully asynchronous.
+  int64_t ssp_bound = -1;
 };
+
+// "async" or "ssp:S" (S >= 0) into CoordinatorOptions::ssp_bound.
+absl::StatusOr<int64_t> ParseConsistency(absl::string_view mode);
 
 // Owns the LeaseTable and the WorkUnitDispatcher. Promises: thread-safe;
 // every call first expires stale workers (releasing their units), so a dead
 // worker never holds work past its lease; commits are accepted from any
-// worker, live or not, because the gradient they stand for has landed.
+// worker, live or not, because the gradient they stand for has landed. With
+// an SSP bound, Acquire answers WAIT to a worker too far ahead of the
+// slowest live one; the slowest is never held back and dead workers leave
+// the clock with their lease, so no membership change can deadlock.
 class Coordinator {
  public:
   using Clock = std::function<absl::Time()>;

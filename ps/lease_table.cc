@@ -1,11 +1,27 @@
 #include "ps/lease_table.h"
 
+#include <algorithm>
+
 namespace spotps {
 
 uint64_t LeaseTable::Register(const std::string& name, absl::Time now) {
   const uint64_t id = next_id_++;
-  members_[id] = Member{id, name, now, 0};
+  // A newcomer starts at the slowest clock, so it neither blocks the others
+  // nor gets to run ahead of them.
+  members_[id] = Member{id, name, now, 0, MinClock()};
   return id;
+}
+
+uint64_t LeaseTable::MinClock() const {
+  if (members_.empty()) return 0;
+  uint64_t min = ~uint64_t{0};
+  for (const auto& [id, m] : members_) min = std::min(min, m.clock);
+  return min;
+}
+
+LeaseTable::Member* LeaseTable::Find(uint64_t id) {
+  auto it = members_.find(id);
+  return it == members_.end() ? nullptr : &it->second;
 }
 
 bool LeaseTable::Renew(uint64_t id, absl::Time now) {

@@ -22,6 +22,7 @@ class LeaseTable {
     std::string name;
     absl::Time last_heartbeat;
     uint64_t units_committed = 0;
+    uint64_t clock = 0;  // Units granted: a worker's progress for SSP.
   };
 
   explicit LeaseTable(absl::Duration ttl) : ttl_(ttl) {}
@@ -35,6 +36,9 @@ class LeaseTable {
 
   bool IsLive(uint64_t id) const { return members_.count(id) != 0; }
   void CountCommit(uint64_t id);
+  // The clock of the slowest live worker (0 when there is none).
+  uint64_t MinClock() const;
+  Member* Find(uint64_t id);
   const std::map<uint64_t, Member>& members() const { return members_; }
   uint64_t expired_total() const { return expired_total_; }
   absl::Duration ttl() const { return ttl_; }

@@ -56,6 +56,8 @@ ABSL_FLAG(uint64_t, units_per_epoch, 0, "Work units (one trainer step each) per 
 ABSL_FLAG(uint64_t, data_seed, 1, "Seeds every epoch's shuffled unit order.");
 ABSL_FLAG(double, worker_lease_s, 10, "A trainer silent this long is dropped.");
 ABSL_FLAG(double, unit_lease_s, 60, "A unit not committed this long is re-issued.");
+ABSL_FLAG(std::string, consistency, "async",
+          "Shard 0: async, or ssp:S (no trainer more than S units ahead of the slowest).");
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "Where this shard keeps its checkpoints; restores the newest intact one at start.");
 ABSL_FLAG(double, checkpoint_every_s, 0,
@@ -111,6 +113,9 @@ absl::StatusOr<std::unique_ptr<spotps::Coordinator>> CoordinatorFromFlags(uint32
   o.dispatch.seed = absl::GetFlag(FLAGS_data_seed);
   o.dispatch.unit_lease = absl::Seconds(absl::GetFlag(FLAGS_unit_lease_s));
   o.worker_lease = absl::Seconds(absl::GetFlag(FLAGS_worker_lease_s));
+  absl::StatusOr<int64_t> bound = spotps::ParseConsistency(absl::GetFlag(FLAGS_consistency));
+  if (!bound.ok()) return bound.status();
+  o.ssp_bound = *bound;
   return spotps::Coordinator::Create(o);
 }
 

@@ -4,6 +4,7 @@
 #
 #   deploy/local/up.sh [--seconds=180] [--workers=2] [--shards=2] [--model=tiny]
 #                      [--batch=8] [--seq_len=128] [--lr=1e-3] [--dtype=bf16] [--epochs=1]
+#                      [--consistency=async|ssp:S]
 #
 # Installs the dependencies, builds, prepares the corpus, starts the shards
 # and trainers on loopback, shows their progress, prints the validation loss,
@@ -21,6 +22,7 @@ SEQ_LEN=128
 LR=1e-3
 DTYPE=bf16
 EPOCHS=1
+CONSISTENCY=async
 for arg in "$@"; do
   case "$arg" in
     --seconds=*) SECONDS_TO_TRAIN=${arg#*=} ;;
@@ -33,6 +35,7 @@ for arg in "$@"; do
     --lr=*) LR=${arg#*=} ;;
     --dtype=*) DTYPE=${arg#*=} ;;
     --epochs=*) EPOCHS=${arg#*=} ;;
+    --consistency=*) CONSISTENCY=${arg#*=} ;;
     -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "up.sh: unknown argument '$arg' (see --help)" >&2; exit 2 ;;
   esac
@@ -115,7 +118,7 @@ for i in $(seq 1 $((SHARDS - 1))); do
   peers+="${peers:+,}127.0.0.1:$(cat "$run_dir/shard$i.port")"
 done
 start_shard 0 --epochs="$EPOCHS" --units_per_epoch="$units" --checkpoint_every_s=30 \
-    --peers="$peers"
+    --peers="$peers" --consistency="$CONSISTENCY"
 addresses="127.0.0.1:$(cat "$run_dir/shard0.port")${peers:+,$peers}"
 say "shards at $addresses"
 

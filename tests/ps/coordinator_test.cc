@@ -12,8 +12,9 @@ namespace {
 
 class CoordinatorTest : public ::testing::Test {
  protected:
-  std::unique_ptr<Coordinator> Make(uint32_t epochs, uint64_t units) {
+  std::unique_ptr<Coordinator> Make(uint32_t epochs, uint64_t units, int64_t ssp_bound = -1) {
     CoordinatorOptions o;
+    o.ssp_bound = ssp_bound;
     o.dispatch.num_epochs = epochs;
     o.dispatch.units_per_epoch = units;
     o.dispatch.seed = 42;
@@ -170,6 +171,45 @@ TEST_F(CoordinatorTest, ProgressSurvivesExportAndImport) {
   auto other = Make(3, 6);
   EXPECT_EQ(other->ImportProgress(saved).code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(other->ImportProgress("junk").code(), absl::StatusCode::kDataLoss);
+}
+
+TEST_F(CoordinatorTest, SspHoldsTheFastestWithinTheBoundOfTheSlowest) {
+  auto c = Make(1, 1000, /*ssp_bound=*/2);
+  const uint64_t fast = c->Register("fast"), slow = c->Register("slow");
+  auto take = [&](uint64_t w) {
+    auto g = c->Acquire(w);
+    EXPECT_TRUE(g.ok());
+    if (g->outcome == WorkUnitDispatcher::Outcome::kUnit) {
+      EXPECT_FALSE(*c->Commit(w, g->epoch, g->index));
+    }
+    return g->outcome;
+  };
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(take(fast), WorkUnitDispatcher::Outcome::kUnit);
+  EXPECT_EQ(take(fast), WorkUnitDispatcher::Outcome::kWait);  // 3 ahead > bound 2.
+  EXPECT_EQ(take(slow), WorkUnitDispatcher::Outcome::kUnit);  // The slowest never waits.
+  EXPECT_EQ(take(fast), WorkUnitDispatcher::Outcome::kUnit);
+  EXPECT_EQ(take(fast), WorkUnitDispatcher::Outcome::kWait);
+  // A newcomer starts at the slowest clock and does not hold anyone back.
+  const uint64_t late = c->Register("late");
+  EXPECT_EQ(take(late), WorkUnitDispatcher::Outcome::kUnit);
+  // The slow worker dies: its lease expires and it leaves the clock.
+  for (int i = 0; i < 3; ++i) {
+    Advance(absl::Seconds(5));
+    ASSERT_TRUE(c->Heartbeat(fast).ok());
+    ASSERT_TRUE(c->Heartbeat(late).ok());
+  }
+  EXPECT_EQ(c->Heartbeat(slow).code(), absl::StatusCode::kNotFound);
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(take(late), WorkUnitDispatcher::Outcome::kUnit);
+  EXPECT_EQ(take(fast), WorkUnitDispatcher::Outcome::kUnit);  // Min is now `late`'s clock.
+}
+
+TEST(ConsistencyTest, ParsesModes) {
+  EXPECT_EQ(*ParseConsistency("async"), -1);
+  EXPECT_EQ(*ParseConsistency("ssp:0"), 0);
+  EXPECT_EQ(*ParseConsistency("ssp:8"), 8);
+  EXPECT_EQ(ParseConsistency("ssp:-1").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseConsistency("ssp").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseConsistency("sync").status().code(), absl::StatusCode::kUnimplemented);
 }
 
 }  // namespace

@@ -46,16 +46,22 @@ class CoordinatedTrainingTest : public ::testing::Test {
     return *std::move(t);
   }
 
+  void RunToCompletion(const std::string& consistency);
+
   testing::TempDir dir_;
   std::string tokens_;
+  std::unique_ptr<testing::LocalShardCluster> shards_;
+  std::unique_ptr<CoordinatorClient> coordinator_;
 };
 
-TEST_F(CoordinatedTrainingTest, EveryUnitOfEveryEpochIsTrainedExactlyOnce) {
-  // One shard that hosts the coordinator (the multi-shard refusal was checked above).
+// Runs 2 trainers to the end of the job on one shard that coordinates with
+// `consistency`, and checks every unit was trained exactly once.
+void CoordinatedTrainingTest::RunToCompletion(const std::string& consistency) {
   auto shards = testing::LocalShardCluster::Start(
       1,
       {"--optimizer=adamw", "--lr=2e-3", absl::StrCat("--epochs=", kEpochs),
-       absl::StrCat("--units_per_epoch=", kUnits), "--worker_lease_s=2", "--unit_lease_s=5"},
+       absl::StrCat("--units_per_epoch=", kUnits), "--worker_lease_s=2", "--unit_lease_s=5",
+       "--consistency=" + consistency},
       dir_.path());
   ASSERT_TRUE(shards.ok()) << shards.status();
   std::vector<std::unique_ptr<ChildProcess>> trainers;
@@ -70,10 +76,8 @@ TEST_F(CoordinatedTrainingTest, EveryUnitOfEveryEpochIsTrainedExactlyOnce) {
     units += static_cast<int64_t>(LogField(log, "units"));
   }
   EXPECT_EQ(units, kEpochs * kUnits);
-
-  auto coordinator = CoordinatorClient::Connect((*shards)->addresses());
-  ASSERT_TRUE(coordinator.ok());
-  auto progress = (*coordinator)->Progress();
+  coordinator_ = *CoordinatorClient::Connect((*shards)->addresses());
+  auto progress = coordinator_->Progress();
   ASSERT_TRUE(progress.ok()) << progress.status();
   EXPECT_TRUE(progress->done());
   for (const auto& e : progress->epochs()) {
@@ -85,14 +89,23 @@ TEST_F(CoordinatedTrainingTest, EveryUnitOfEveryEpochIsTrainedExactlyOnce) {
   auto stats = (*cluster)->Stats();
   ASSERT_TRUE(stats.ok());
   EXPECT_EQ((*stats)[0].pushes_applied(), static_cast<uint64_t>(kEpochs * kUnits));
+  shards_ = *std::move(shards);
+}
 
+TEST_F(CoordinatedTrainingTest, EveryUnitOfEveryEpochIsTrainedExactlyOnce) {
+  RunToCompletion("async");
+  auto& coordinator = coordinator_;
   // Hostile requests change nothing.
-  EXPECT_EQ((*coordinator)->Heartbeat(987654).code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ((*coordinator)->Acquire(987654).status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ((*coordinator)->Commit(1, 0, kUnits).status().code(),
+  EXPECT_EQ(coordinator->Heartbeat(987654).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(coordinator->Acquire(987654).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(coordinator->Commit(1, 0, kUnits).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ((*coordinator)->Register(std::string(1000, 'x')).status().code(),
+  EXPECT_EQ(coordinator->Register(std::string(1000, 'x')).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(CoordinatedTrainingTest, StaleSynchronousParallelAlsoTrainsEveryUnitOnce) {
+  RunToCompletion("ssp:1");
 }
 
 TEST_F(CoordinatedTrainingTest, AKilledTrainersUnitsAreReissuedAndNothingIsLost) {
