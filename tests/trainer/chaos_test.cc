@@ -29,7 +29,7 @@ using testing::LocalShardCluster;
 using testing::LogField;
 
 constexpr int kEpochs = 2;
-constexpr int kUnits = 120;
+constexpr int kUnits = 200;
 constexpr int kTrainers = 3;
 
 // The figures line, printed by main() after gtest's own output so that it
@@ -100,7 +100,7 @@ class Job {
     const std::string log = dir_ + "/generate.log";
     auto gen = ChildProcess::Start(
         {BinaryPath("spotps-generate"), "--ps=" + shards_->addresses(), "--model=tiny",
-         "--data=" + tokens_, "--batch=8", "--seq_len=64", "--eval_batches=16", "--tokens=1",
+         "--data=" + tokens_, "--batch=8", "--seq_len=64", "--eval_batches=24", "--tokens=1",
          "--threads=1"},
         log);
     if (!gen.ok()) return gen.status();
