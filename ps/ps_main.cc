@@ -198,6 +198,9 @@ int main(int argc, char** argv) {
   for (const auto& [name, value] : spotps::BulkTransportArgs()) {
     builder.AddChannelArgument(name, value);
   }
+  // gRPC sets SO_REUSEPORT by default: a second shard started on the same
+  // port would silently share its traffic. Fail loudly instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(&service);
   if (*coordinator != nullptr) {
     coordinator_service =

@@ -90,17 +90,38 @@ absl::StatusOr<int> ChildProcess::Wait(absl::Duration timeout) {
   return exit_code_;
 }
 
-absl::StatusOr<int> PickFreePort() {
+namespace {
+
+// Binds a socket to a free loopback port and returns it (or -1).
+int BindFreePort(int* port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof(addr);
-  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
-  close(fd);
-  if (!ok) return absl::InternalError("cannot find a free port");
-  return static_cast<int>(ntohs(addr.sin_port));
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  *port = ntohs(addr.sin_port);
+  return fd;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<int>> PickFreePorts(int n) {
+  // All sockets stay bound until every port is chosen, so the kernel cannot
+  // hand the same port out twice.
+  std::vector<int> fds, ports(n);
+  for (int i = 0; i < n; ++i) {
+    const int fd = BindFreePort(&ports[i]);
+    if (fd < 0) break;
+    fds.push_back(fd);
+  }
+  for (int fd : fds) close(fd);
+  if (static_cast<int>(fds.size()) != n) return absl::InternalError("cannot find free ports");
+  return ports;
 }
 
 absl::StatusOr<std::unique_ptr<LocalShardCluster>> LocalShardCluster::Start(
@@ -112,13 +133,11 @@ absl::StatusOr<std::unique_ptr<LocalShardCluster>> LocalShardCluster::Start(
     int num_shards, const FlagsFor& flags_for, const std::string& dir) {
   auto cluster = std::unique_ptr<LocalShardCluster>(new LocalShardCluster());
   cluster->dir_ = dir;
+  absl::StatusOr<std::vector<int>> ports = PickFreePorts(num_shards);
+  if (!ports.ok()) return ports.status();
+  cluster->ports_ = *ports;
   std::vector<std::string> addresses;
-  for (int i = 0; i < num_shards; ++i) {
-    absl::StatusOr<int> port = PickFreePort();
-    if (!port.ok()) return port.status();
-    cluster->ports_.push_back(*port);
-    addresses.push_back(absl::StrCat("127.0.0.1:", *port));
-  }
+  for (int port : cluster->ports_) addresses.push_back(absl::StrCat("127.0.0.1:", port));
   cluster->addresses_ = absl::StrJoin(addresses, ",");
   for (int i = 0; i < num_shards; ++i) {
     cluster->flags_.push_back(flags_for(i, cluster->addresses_));

@@ -18,8 +18,8 @@ namespace spotps::testing {
 // Path of a binary built by this project (build/bin/NAME).
 std::string BinaryPath(const std::string& name);
 
-// A TCP port on 127.0.0.1 that was free a moment ago.
-absl::StatusOr<int> PickFreePort();
+// `n` distinct TCP ports on 127.0.0.1 that were free a moment ago.
+absl::StatusOr<std::vector<int>> PickFreePorts(int n);
 
 // A fresh directory under $TMPDIR, removed with its contents on destruction
 // (kept when SPOTPS_KEEP_TEST_DIRS is set).
