@@ -4,7 +4,6 @@
 
 #include <malloc.h>
 
-#include <cstdlib>
 
 namespace spotps {
 
