@@ -1,0 +1,68 @@
+// TrainingJob: a whole local spotps job in real processes (2 shards, shard 0
+// coordinating, any number of trainers) for the end-to-end elasticity tests.
+#ifndef SPOTPS_TESTS_SUPPORT_TRAINING_JOB_H_
+#define SPOTPS_TESTS_SUPPORT_TRAINING_JOB_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "client/coordinator_client.h"
+#include "spotps/v1/coordinator.pb.h"
+#include "tests/support/child_process.h"
+
+namespace spotps::testing {
+
+struct JobOptions {
+  int epochs = 2;
+  int units_per_epoch = 200;
+  std::string consistency = "async";
+  // Each trainer step: batch x seq_len tokens of the tiny model.
+  int batch = 8;
+  int seq_len = 64;
+};
+
+// Owns the job's processes; their logs and checkpoints go to `dir`.
+// Promises: every process it started is killed when it is destroyed.
+class TrainingJob {
+ public:
+  TrainingJob(std::string dir, std::string tokens, JobOptions options = {});
+
+  // Starts 2 shards; `durable` gives them checkpoints (a round every 2 s).
+  absl::Status StartShards(bool durable);
+  // Starts one more trainer (logs to trainer<N>.log).
+  absl::Status StartTrainer();
+  // Indices of trainers still running.
+  std::vector<int> Running();
+
+  absl::StatusOr<v1::ProgressResponse> Progress() { return coordinator_->Progress(); }
+  absl::StatusOr<v1::ProgressResponse> WaitDone(absl::Duration timeout);
+  // Validation loss of the current weights, read through the client library.
+  absl::StatusOr<double> ValLoss();
+  // Trainers leave by themselves when the job is done; then the shards are
+  // stopped. Returns how many processes had to be killed.
+  int Shutdown();
+
+  std::vector<std::unique_ptr<ChildProcess>>& trainers() { return trainers_; }
+  LocalShardCluster& shards() { return *shards_; }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  const std::string dir_, tokens_;
+  const JobOptions options_;
+  std::unique_ptr<LocalShardCluster> shards_;
+  std::unique_ptr<CoordinatorClient> coordinator_;
+  std::vector<std::unique_ptr<ChildProcess>> trainers_;
+};
+
+// The last lines of every *.log in `dir`, for failure messages.
+std::string LogTails(const std::string& dir);
+
+// Running processes whose command line mentions `marker` (a test's dir).
+int ProcessesMentioning(const std::string& marker);
+
+}  // namespace spotps::testing
+
+#endif  // SPOTPS_TESTS_SUPPORT_TRAINING_JOB_H_
