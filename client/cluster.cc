@@ -459,6 +459,7 @@ absl::StatusOr<PushResult> Cluster::PushSpans(const std::vector<FlatSpan>& spans
   for (size_t i = 0; i < shards_.size(); ++i) {
     if (!contacted[i]) continue;
     result.duplicate = result.duplicate && replies[i].duplicate();
+    result.deferred = result.deferred || replies[i].deferred();
     result.global_step = std::max(result.global_step, replies[i].global_step());
     for (uint64_t st : replies[i].staleness()) {
       result.max_staleness = std::max(result.max_staleness, st);

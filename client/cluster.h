@@ -59,6 +59,9 @@ struct WeightSnapshot {
 
 struct PushResult {
   bool duplicate = false;     // Every shard had already applied this push id.
+  // Shards in sync mode hold the gradient for the open round; it is applied
+  // once the coordinator closes the round (commit the unit with this id).
+  bool deferred = false;
   uint64_t max_staleness = 0;
   uint64_t global_step = 0;   // Highest shard global step after the push.
   int64_t bytes_sent = 0;

@@ -67,11 +67,12 @@ absl::StatusOr<v1::AcquireUnitResponse> CoordinatorClient::Acquire(uint64_t work
 }
 
 absl::StatusOr<bool> CoordinatorClient::Commit(uint64_t worker_id, uint32_t epoch,
-                                               uint64_t index) {
+                                               uint64_t index, const std::string& push_id) {
   v1::CommitUnitRequest request;
   request.set_worker_id(worker_id);
   request.set_epoch(epoch);
   request.set_index(index);
+  request.set_push_id(push_id);
   v1::CommitUnitResponse response;
   absl::Status s = CallWithRetry(policy_, absl::StrCat("coordinator ", address_, " CommitUnit"),
                                  [&](grpc::ClientContext* ctx) {

@@ -24,8 +24,11 @@ class CoordinatorClient {
   absl::Status Heartbeat(uint64_t worker_id);
   absl::Status Deregister(uint64_t worker_id);
   absl::StatusOr<v1::AcquireUnitResponse> Acquire(uint64_t worker_id);
-  // Returns true if the unit had already been committed.
-  absl::StatusOr<bool> Commit(uint64_t worker_id, uint32_t epoch, uint64_t index);
+  // Returns true if the unit had already been committed. In sync mode
+  // `push_id` names the push that carried the unit's gradient (required);
+  // ABORTED means the round went on without it.
+  absl::StatusOr<bool> Commit(uint64_t worker_id, uint32_t epoch, uint64_t index,
+                              const std::string& push_id = "");
   absl::Status Release(uint64_t worker_id, uint32_t epoch, uint64_t index);
   absl::StatusOr<v1::ProgressResponse> Progress();
   // Runs a checkpoint round across all shards now; returns its id.

@@ -358,6 +358,25 @@ std::string WorkersTable(const v1::ProgressResponse& p) {
   return FormatTable(rows);
 }
 
+// "async", "ssp:S" or "sync", as spotps-ps --consistency spells it.
+std::string ConsistencyOf(const v1::ProgressResponse& p) {
+  switch (p.consistency()) {
+    case v1::CONSISTENCY_SSP:
+      return absl::StrCat("ssp:", p.ssp_bound());
+    case v1::CONSISTENCY_SYNC:
+      return "sync";
+    default:
+      return "async";
+  }
+}
+
+std::string SyncRoundsText(const v1::ProgressResponse& p) {
+  if (p.consistency() != v1::CONSISTENCY_SYNC) return "";
+  return absl::StrFormat("sync rounds: applied=%d abandoned=%d open=%d gradients_in_open=%d\n",
+                         p.sync_rounds_applied(), p.sync_rounds_abandoned(), p.sync_round(),
+                         p.sync_round_contributions());
+}
+
 std::string CoordinatorText(const StatusReport& r) {
   if (NoCoordinator(r)) return "coordinator: none (shard 0 hosts no coordinator)\n";
   if (!HasCoordinator(r)) {
@@ -365,9 +384,10 @@ std::string CoordinatorText(const StatusReport& r) {
   }
   const v1::ProgressResponse& p = *r.progress;
   return absl::StrCat(
-      absl::StrFormat("coordinator: current_epoch=%d num_epochs=%d done=%s\n", p.current_epoch(),
-                      p.num_epochs(), p.done() ? "yes" : "no"),
-      EpochsTable(p),
+      absl::StrFormat("coordinator: current_epoch=%d num_epochs=%d done=%s consistency=%s\n",
+                      p.current_epoch(), p.num_epochs(), p.done() ? "yes" : "no",
+                      ConsistencyOf(p)),
+      EpochsTable(p), SyncRoundsText(p),
       absl::StrFormat("workers: live=%d expired=%d\n", p.workers_size(), p.workers_expired()),
       p.workers().empty() ? "" : WorkersTable(p));
 }
@@ -485,6 +505,9 @@ std::string CoordinatorJson(const StatusReport& r) {
                      {"current_epoch", absl::StrCat(p.current_epoch())},
                      {"num_epochs", absl::StrCat(p.num_epochs())},
                      {"done", JsonBool(p.done())},
+                     {"consistency", JsonString(ConsistencyOf(p))},
+                     {"sync_rounds_applied", absl::StrCat(p.sync_rounds_applied())},
+                     {"sync_rounds_abandoned", absl::StrCat(p.sync_rounds_abandoned())},
                      {"epochs", EpochsJson(p)},
                      {"workers", WorkersJson(p)},
                      {"workers_expired", absl::StrCat(p.workers_expired())}});

@@ -10,16 +10,14 @@
 namespace spotps {
 
 CheckpointRounds::CheckpointRounds(ShardStore* store, ShardCheckpointer* own,
-                                   Coordinator* coordinator, const CheckpointRoundOptions& options)
-    : store_(store), own_(own), coordinator_(coordinator), options_(options) {
-  for (const std::string& address : options.peer_addresses) {
-    Peer peer;
-    peer.address = address;
-    peer.stub = v1::ParameterServer::NewStub(
-        grpc::CreateChannel(peer.address, grpc::InsecureChannelCredentials()));
-    peers_.push_back(std::move(peer));
-  }
-}
+                                   Coordinator* coordinator, PeerShards* peers,
+                                   const CheckpointRoundOptions& options)
+    : store_(store),
+      own_(own),
+      coordinator_(coordinator),
+      peers_(peers),
+      options_(options),
+      incarnations_(peers->size(), 0) {}
 
 CheckpointRounds::~CheckpointRounds() {
   stop_.Notify();
@@ -47,20 +45,21 @@ void CheckpointRounds::Loop() {
 
 absl::StatusOr<uint64_t> CheckpointRounds::PrepareRound() {
   uint64_t newest = own_->last_written_id();
-  for (Peer& peer : peers_) {
+  for (size_t i = 0; i < peers_->size(); ++i) {
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
     v1::StatsResponse stats;
-    grpc::Status s = peer.stub->Stats(&ctx, v1::StatsRequest(), &stats);
+    grpc::Status s = peers_->stub(i).Stats(&ctx, v1::StatsRequest(), &stats);
     if (!s.ok()) {
-      return absl::UnavailableError(
-          absl::StrCat("checkpoint round: shard at ", peer.address, ": ", s.error_message()));
+      return absl::UnavailableError(absl::StrCat("checkpoint round: shard at ",
+                                                 peers_->address(i), ": ", s.error_message()));
     }
-    if (peer.incarnation != 0 && stats.incarnation() != peer.incarnation) {
-      return absl::UnavailableError(absl::StrCat(
-          "checkpoint round: shard at ", peer.address, " restarted; waiting for its rollback"));
+    if (incarnations_[i] != 0 && stats.incarnation() != incarnations_[i]) {
+      return absl::UnavailableError(absl::StrCat("checkpoint round: shard at ",
+                                                 peers_->address(i),
+                                                 " restarted; waiting for its rollback"));
     }
-    peer.incarnation = stats.incarnation();
+    incarnations_[i] = stats.incarnation();
     newest = std::max(newest, stats.last_checkpoint_id());
   }
   return newest + 1;
@@ -79,45 +78,34 @@ absl::StatusOr<v1::CheckpointNowResponse> CheckpointRounds::RunNow() {
   const std::string progress = coordinator_ != nullptr ? coordinator_->ExportProgress() : "";
   absl::StatusOr<CheckpointWriteResult> mine = own_->Write(id, *store_, progress);
   if (!mine.ok()) return mine.status();
-  std::vector<absl::Status> results(peers_.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < peers_.size(); ++i) {
-    threads.emplace_back([&, i] {
-      v1::WriteCheckpointRequest request;
-      request.set_checkpoint_id(id);
-      request.set_expected_incarnation(peers_[i].incarnation);
-      v1::WriteCheckpointResponse response;
-      results[i] = CallWithRetry(
-          RetryPolicy{absl::Seconds(120), 3, absl::Milliseconds(200), absl::Seconds(2)},
-          absl::StrCat("shard ", i + 1, " (", peers_[i].address, ") WriteCheckpoint"),
-          [&](grpc::ClientContext* ctx) {
-            return peers_[i].stub->WriteCheckpoint(ctx, request, &response);
-          });
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  for (const absl::Status& s : results) {
-    if (!s.ok()) return s;
-  }
+  std::vector<absl::Status> results = peers_->CallAll(
+      RetryPolicy{absl::Seconds(120), 3, absl::Milliseconds(200), absl::Seconds(2)},
+      "WriteCheckpoint", [&](size_t i, grpc::ClientContext* ctx) {
+        v1::WriteCheckpointRequest request;
+        request.set_checkpoint_id(id);
+        request.set_expected_incarnation(incarnations_[i]);
+        v1::WriteCheckpointResponse response;
+        return peers_->stub(i).WriteCheckpoint(ctx, request, &response);
+      });
+  if (absl::Status s = FirstError(results); !s.ok()) return s;
   v1::CheckpointNowResponse response;
   response.set_checkpoint_id(id);
   response.set_seconds(absl::ToDoubleSeconds(absl::Now() - start));
   std::printf("spotps-ps: checkpoint %llu written by %zu shards in %.2f s\n",
-              static_cast<unsigned long long>(id), peers_.size() + 1, response.seconds());
+              static_cast<unsigned long long>(id), peers_->size() + 1, response.seconds());
   std::fflush(stdout);
   return response;
 }
 
 void CheckpointRounds::WatchPeers() {
   absl::MutexLock lock(&mu_);
-  for (size_t i = 0; i < peers_.size(); ++i) {
-    Peer& peer = peers_[i];
+  for (size_t i = 0; i < peers_->size(); ++i) {
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
     v1::StatsResponse stats;
-    if (!peer.stub->Stats(&ctx, v1::StatsRequest(), &stats).ok()) continue;
-    const bool restarted = peer.incarnation != 0 && stats.incarnation() != peer.incarnation;
-    peer.incarnation = stats.incarnation();
+    if (!peers_->stub(i).Stats(&ctx, v1::StatsRequest(), &stats).ok()) continue;
+    const bool restarted = incarnations_[i] != 0 && stats.incarnation() != incarnations_[i];
+    incarnations_[i] = stats.incarnation();
     if (!restarted) continue;
     const uint64_t k = stats.restored_checkpoint_id();
     if (k == 0) {

@@ -20,29 +20,28 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "client/rpc_retry.h"
 #include "ps/coordinator.h"
+#include "ps/peer_shards.h"
 #include "ps/shard_checkpointer.h"
 #include "ps/shard_store.h"
 #include "spotps/v1/coordinator.pb.h"
-#include "spotps/v1/parameter_server.grpc.pb.h"
 
 namespace spotps {
 
 struct CheckpointRoundOptions {
   absl::Duration every = absl::ZeroDuration();  // Zero: only on request.
-  std::vector<std::string> peer_addresses;      // Shards 1..n-1, in order.
   absl::Duration peer_poll = absl::Seconds(1);
 };
 
-// Owns the round thread and one stub per other shard. Promises: rounds are
-// serialized and their ids only grow (above every id any shard reports);
-// when another shard restarts from checkpoint K, the coordinator's data
-// progress is rolled back to round K's.
+// Owns the round thread and what it knows of each other shard; borrows the
+// connections to them. Promises: rounds are serialized and their ids only
+// grow (above every id any shard reports); when another shard restarts from
+// checkpoint K, the coordinator's data progress is rolled back to round K's.
 class CheckpointRounds {
  public:
+  // `coordinator` may be null; `peers` are shards 1..n-1.
   CheckpointRounds(ShardStore* store, ShardCheckpointer* own, Coordinator* coordinator,
-                   const CheckpointRoundOptions& options);
+                   PeerShards* peers, const CheckpointRoundOptions& options);
   ~CheckpointRounds();
 
   void Start();
@@ -50,12 +49,6 @@ class CheckpointRounds {
   absl::StatusOr<v1::CheckpointNowResponse> RunNow();
 
  private:
-  struct Peer {
-    std::string address;
-    std::unique_ptr<v1::ParameterServer::Stub> stub;
-    uint64_t incarnation = 0;
-  };
-
   void Loop();
   void WatchPeers();
   // Learns every peer's incarnation (a round must not span a restart) and
@@ -65,9 +58,11 @@ class CheckpointRounds {
   ShardStore* const store_;
   ShardCheckpointer* const own_;
   Coordinator* const coordinator_;  // May be null.
+  PeerShards* const peers_;
   const CheckpointRoundOptions options_;
-  std::vector<Peer> peers_;  // Shards 1..n-1; used by the round thread and RunNow under mu_.
   absl::Mutex mu_;
+  // Each peer's incarnation as last seen; 0 before the first contact.
+  std::vector<uint64_t> incarnations_ ABSL_GUARDED_BY(mu_);
   absl::Notification stop_;
   std::thread thread_;
 };

@@ -16,6 +16,7 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext*, const v1::Regist
   }
   response->set_worker_id(coordinator_->Register(request->name()));
   response->set_lease_ms(absl::ToInt64Milliseconds(coordinator_->worker_lease()));
+  response->set_consistency(coordinator_->consistency().mode);
   return grpc::Status::OK;
 }
 
@@ -48,7 +49,8 @@ grpc::Status CoordinatorService::AcquireUnit(grpc::ServerContext*,
       unit->set_epoch(grant->epoch);
       unit->set_index(grant->index);
       unit->set_data_unit(grant->data_unit);
-      unit->set_lease_ms(absl::ToInt64Milliseconds(coordinator_->unit_lease()));
+      const absl::Duration lease = coordinator_->unit_lease();
+      unit->set_lease_ms(lease == absl::InfiniteDuration() ? 0 : absl::ToInt64Milliseconds(lease));
       break;
     }
     case WorkUnitDispatcher::Outcome::kWait:
@@ -64,8 +66,8 @@ grpc::Status CoordinatorService::AcquireUnit(grpc::ServerContext*,
 grpc::Status CoordinatorService::CommitUnit(grpc::ServerContext*,
                                             const v1::CommitUnitRequest* request,
                                             v1::CommitUnitResponse* response) {
-  absl::StatusOr<bool> duplicate =
-      coordinator_->Commit(request->worker_id(), request->epoch(), request->index());
+  absl::StatusOr<bool> duplicate = coordinator_->Commit(request->worker_id(), request->epoch(),
+                                                       request->index(), request->push_id());
   if (!duplicate.ok()) return ToGrpcStatus(duplicate.status());
   response->set_duplicate(*duplicate);
   return grpc::Status::OK;

@@ -174,6 +174,7 @@ grpc::Status ParameterServerService::Push(grpc::ServerContext*,
   absl::StatusOr<PushOutcome> outcome = store_->Push(push_id, dtype, ranges);
   if (!outcome.ok()) return ToGrpcStatus(outcome.status());
   response->set_duplicate(outcome->duplicate);
+  response->set_deferred(outcome->deferred);
   response->set_global_step(outcome->global_step);
   for (size_t i = 0; i < outcome->partition_ids.size(); ++i) {
     response->add_partition_ids(outcome->partition_ids[i]);
@@ -213,6 +214,17 @@ grpc::Status ParameterServerService::WriteCheckpoint(grpc::ServerContext*,
   if (!written.ok()) return ToGrpcStatus(written.status());
   response->set_bytes(written->bytes);
   response->set_seconds(written->seconds);
+  return grpc::Status::OK;
+}
+
+grpc::Status ParameterServerService::ApplyRound(grpc::ServerContext*,
+                                                const v1::ApplyRoundRequest* request,
+                                                v1::ApplyRoundResponse* response) {
+  const std::vector<std::string> push_ids(request->push_ids().begin(), request->push_ids().end());
+  absl::StatusOr<RoundOutcome> outcome = store_->ApplyRound(push_ids);
+  if (!outcome.ok()) return ToGrpcStatus(outcome.status());
+  response->set_already_applied(outcome->already_applied);
+  response->set_global_step(outcome->global_step);
   return grpc::Status::OK;
 }
 

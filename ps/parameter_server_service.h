@@ -34,6 +34,8 @@ class ParameterServerService final : public v1::ParameterServer::Service {
   grpc::Status WriteCheckpoint(grpc::ServerContext* context,
                                const v1::WriteCheckpointRequest* request,
                                v1::WriteCheckpointResponse* response) override;
+  grpc::Status ApplyRound(grpc::ServerContext* context, const v1::ApplyRoundRequest* request,
+                          v1::ApplyRoundResponse* response) override;
 
  private:
   ShardStore* const store_;

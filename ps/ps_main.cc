@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include <csignal>
-#include <random>
 #include <cstdio>
+#include <random>
 #include <thread>
 
 #include "absl/flags/flag.h"
@@ -20,14 +20,16 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "client/atomic_file.h"
 #include "client/transport_args.h"
-#include "absl/strings/str_split.h"
 #include "ps/checkpoint_rounds.h"
 #include "ps/coordinator_service.h"
-#include "ps/shard_checkpointer.h"
 #include "ps/parameter_server_service.h"
+#include "ps/peer_shards.h"
+#include "ps/shard_checkpointer.h"
 #include "ps/shard_store.h"
+#include "ps/sync_rounds.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:7000", "Address to serve on; port 0 picks a free port.");
 ABSL_FLAG(std::string, port_file, "", "If set, the bound port is written here (atomically).");
@@ -57,14 +59,18 @@ ABSL_FLAG(uint64_t, data_seed, 1, "Seeds every epoch's shuffled unit order.");
 ABSL_FLAG(double, worker_lease_s, 10, "A trainer silent this long is dropped.");
 ABSL_FLAG(double, unit_lease_s, 60, "A unit not committed this long is re-issued.");
 ABSL_FLAG(std::string, consistency, "async",
-          "Shard 0: async, or ssp:S (no trainer more than S units ahead of the slowest).");
+          "async, ssp:S (shard 0 holds any trainer more than S units ahead of the slowest) or "
+          "sync (one gradient per live trainer per round; give it to every shard).");
+ABSL_FLAG(uint64_t, max_round_contributions, 64,
+          "Sync mode: most gradients a shard holds for one round (at least the trainers).");
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "Where this shard keeps its checkpoints; restores the newest intact one at start.");
 ABSL_FLAG(double, checkpoint_every_s, 0,
           "Shard 0: start a checkpoint round on every shard this often; 0: only on request.");
 ABSL_FLAG(int, keep_checkpoints, 3, "Checkpoints kept per shard.");
 ABSL_FLAG(std::string, peers, "",
-          "Shard 0 with checkpoints: the other shards' addresses host:port,... from shard 1 on.");
+          "Shard 0 with checkpoints or sync mode: the other shards' addresses host:port,... "
+          "from shard 1 on.");
 
 namespace {
 
@@ -98,6 +104,11 @@ absl::StatusOr<spotps::ShardOptions> OptionsFromFlags() {
   o.schedule.min_lr_ratio = absl::GetFlag(FLAGS_min_lr_ratio);
   o.staleness_lr_scaling = absl::GetFlag(FLAGS_staleness_lr_scaling);
   o.max_staleness = absl::GetFlag(FLAGS_max_staleness);
+  absl::StatusOr<spotps::Consistency> consistency =
+      spotps::ParseConsistency(absl::GetFlag(FLAGS_consistency));
+  if (!consistency.ok()) return consistency.status();
+  o.sync_rounds = consistency->mode == spotps::v1::CONSISTENCY_SYNC;
+  o.max_round_contributions = absl::GetFlag(FLAGS_max_round_contributions);
   return o;
 }
 
@@ -113,10 +124,27 @@ absl::StatusOr<std::unique_ptr<spotps::Coordinator>> CoordinatorFromFlags(uint32
   o.dispatch.seed = absl::GetFlag(FLAGS_data_seed);
   o.dispatch.unit_lease = absl::Seconds(absl::GetFlag(FLAGS_unit_lease_s));
   o.worker_lease = absl::Seconds(absl::GetFlag(FLAGS_worker_lease_s));
-  absl::StatusOr<int64_t> bound = spotps::ParseConsistency(absl::GetFlag(FLAGS_consistency));
-  if (!bound.ok()) return bound.status();
-  o.ssp_bound = *bound;
+  absl::StatusOr<spotps::Consistency> consistency =
+      spotps::ParseConsistency(absl::GetFlag(FLAGS_consistency));
+  if (!consistency.ok()) return consistency.status();
+  o.consistency = *consistency;
   return spotps::Coordinator::Create(o);
+}
+
+// Shard 0's connections to shards 1..n-1, which it needs to drive
+// checkpoint rounds or sync rounds; null when it needs none.
+absl::StatusOr<std::unique_ptr<spotps::PeerShards>> PeersFromFlags(
+    const spotps::ShardOptions& options, bool checkpoints) {
+  if (options.shard_index != 0 || !(checkpoints || options.sync_rounds)) return nullptr;
+  std::vector<std::string> addresses =
+      absl::StrSplit(absl::GetFlag(FLAGS_peers), ',', absl::SkipWhitespace());
+  if (addresses.size() + 1 != options.num_shards) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "shard 0 with --checkpoint_dir or --consistency=sync needs --peers listing shards 1..%d "
+        "in order (got %d)",
+        options.num_shards - 1, addresses.size()));
+  }
+  return std::make_unique<spotps::PeerShards>(addresses);
 }
 
 uint64_t RandomIncarnation() {
@@ -172,19 +200,24 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<spotps::ShardCheckpointer>> checkpointer =
       RestoreFromFlags(store->get(), coordinator->get());
   if (!checkpointer.ok()) return Fail(checkpointer.status());
+  absl::StatusOr<std::unique_ptr<spotps::PeerShards>> peers =
+      PeersFromFlags(*options, *checkpointer != nullptr);
+  if (!peers.ok()) return Fail(peers.status());
   std::unique_ptr<spotps::CheckpointRounds> rounds;
   if (*checkpointer != nullptr && options->shard_index == 0) {
     spotps::CheckpointRoundOptions round_options;
     round_options.every = absl::Seconds(absl::GetFlag(FLAGS_checkpoint_every_s));
-    round_options.peer_addresses = absl::StrSplit(absl::GetFlag(FLAGS_peers), ',',
-                                                  absl::SkipWhitespace());
-    if (round_options.peer_addresses.size() + 1 != options->num_shards) {
-      return Fail(absl::InvalidArgumentError(absl::StrFormat(
-          "shard 0 with --checkpoint_dir needs --peers listing shards 1..%d in order (got %d)",
-          options->num_shards - 1, round_options.peer_addresses.size())));
+    rounds = std::make_unique<spotps::CheckpointRounds>(
+        store->get(), checkpointer->get(), coordinator->get(), peers->get(), round_options);
+  }
+  std::unique_ptr<spotps::SyncRounds> sync_rounds;
+  if (options->sync_rounds && options->shard_index == 0) {
+    if (*coordinator == nullptr) {
+      return Fail(absl::InvalidArgumentError(
+          "--consistency=sync needs shard 0 to coordinate (--epochs): rounds close there"));
     }
-    rounds = std::make_unique<spotps::CheckpointRounds>(store->get(), checkpointer->get(),
-                                                        coordinator->get(), round_options);
+    sync_rounds =
+        std::make_unique<spotps::SyncRounds>(store->get(), coordinator->get(), peers->get());
   }
 
   spotps::ParameterServerService service(store->get(), checkpointer->get(), RandomIncarnation());
@@ -224,11 +257,14 @@ int main(int argc, char** argv) {
       options->schedule.base_lr, absl::GetFlag(FLAGS_lr_schedule).c_str(),
       absl::ToDoubleMilliseconds(absl::Now() - process_start));
   if (*coordinator != nullptr) {
-    std::printf("spotps-ps: coordinator for %u epochs of %llu units\n", absl::GetFlag(FLAGS_epochs),
-                static_cast<unsigned long long>(absl::GetFlag(FLAGS_units_per_epoch)));
+    std::printf("spotps-ps: coordinator for %u epochs of %llu units (consistency=%s)\n",
+                absl::GetFlag(FLAGS_epochs),
+                static_cast<unsigned long long>(absl::GetFlag(FLAGS_units_per_epoch)),
+                spotps::ConsistencyName((*coordinator)->consistency()).c_str());
   }
   std::fflush(stdout);
   if (rounds != nullptr) rounds->Start();
+  if (sync_rounds != nullptr) sync_rounds->Start();
 
   boost::asio::io_context io;
   boost::asio::signal_set signals(io, SIGINT, SIGTERM);
@@ -241,6 +277,7 @@ int main(int argc, char** argv) {
   });
   std::thread signal_thread([&io] { io.run(); });
   server->Wait();
+  sync_rounds.reset();
   rounds.reset();
   io.stop();
   signal_thread.join();

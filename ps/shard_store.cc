@@ -143,6 +143,9 @@ absl::StatusOr<std::unique_ptr<ShardStore>> ShardStore::Create(const ShardOption
   if (options.remembered_push_ids == 0) {
     return absl::InvalidArgumentError("remembered_push_ids must be > 0");
   }
+  if (options.sync_rounds && options.max_round_contributions == 0) {
+    return absl::InvalidArgumentError("max_round_contributions must be > 0 in sync mode");
+  }
   return std::unique_ptr<ShardStore>(new ShardStore(options, *std::move(schedule)));
 }
 
@@ -150,7 +153,8 @@ ShardStore::ShardStore(const ShardOptions& options, LearningRateSchedule schedul
     : options_(options),
       schedule_(std::move(schedule)),
       optimizer_(options.optimizer),
-      recent_push_ids_(options.remembered_push_ids) {}
+      recent_push_ids_(options.remembered_push_ids),
+      round_buffer_(options.max_round_contributions) {}
 
 ShardStore::~ShardStore() = default;
 
@@ -206,7 +210,8 @@ absl::Status ShardStore::ValidateRanges(const std::vector<PayloadRange>& ranges,
           r.partition_id, r.offset, r.bytes.size(), width, v1::DType_Name(dtype)));
     }
     const uint64_t n = r.bytes.size() / width;
-    if (r.offset > static_cast<uint64_t>(p->num_elements) || r.offset + n > p->num_elements) {
+    if (r.offset > static_cast<uint64_t>(p->num_elements) ||
+        r.offset + n > static_cast<uint64_t>(p->num_elements)) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "chunk of %d elements at offset %d overruns partition %d of %d elements", n, r.offset,
           r.partition_id, p->num_elements));
@@ -282,6 +287,9 @@ void ShardStore::Publish(const ModelLayout& layout, PartitionMap map,
 
 absl::StatusOr<ShardState> ShardStore::ExportState() const {
   if (absl::Status s = RequireInitialized(); !s.ok()) return s;
+  // In sync mode a round changes every partition: wait for one in progress,
+  // so that a checkpoint holds whole rounds.
+  absl::MutexLock round_lock(&round_mu_);
   ShardState state;
   state.layout = layout_;
   state.shard_index = options_.shard_index;
@@ -365,6 +373,12 @@ absl::Status ShardStore::ValidateVersions(const std::vector<PayloadRange>& range
           "(a version from the future: pull again)",
           id, base, current));
     }
+    if (options_.sync_rounds && base != current) {
+      return absl::AbortedError(absl::StrFormat(
+          "push for partition %d is based on version %d, but round %d was applied since (sync "
+          "mode takes gradients of the current version only): pull and compute again",
+          id, base, current));
+    }
     if (options_.max_staleness >= 0 && current - base > static_cast<uint64_t>(options_.max_staleness)) {
       return absl::AbortedError(absl::StrFormat(
           "push for partition %d is %d versions stale (based on %d, partition at %d), more than "
@@ -388,7 +402,15 @@ absl::StatusOr<PushOutcome> ShardStore::Push(absl::string_view push_id, v1::DTyp
         "push_id must have 1 to %d bytes, got %d", kMaxPushIdLength, push_id.size())));
   }
   if (ranges.empty()) return reject(absl::InvalidArgumentError("push carries no gradient"));
-  if (absl::Status s = ValidateRanges(ranges, dtype, map_, false); !s.ok()) return reject(s);
+  // A sync round averages whole gradients, so each must cover the shard.
+  if (absl::Status s = ValidateRanges(ranges, dtype, map_, options_.sync_rounds); !s.ok()) {
+    return reject(s);
+  }
+  if (options_.sync_rounds) {
+    absl::StatusOr<PushOutcome> held = HoldForRound(push_id, dtype, ranges);
+    if (!held.ok()) return reject(held.status());
+    return held;
+  }
   if (absl::Status s = ValidateVersions(ranges); !s.ok()) return reject(s);
   if (!recent_push_ids_.Insert(push_id)) {
     pushes_duplicate_.fetch_add(1, std::memory_order_relaxed);
@@ -426,6 +448,83 @@ PushOutcome ShardStore::Apply(v1::DType dtype, const std::vector<PayloadRange>& 
     AtomicMax(staleness_max_, staleness);
   }
   pushes_applied_.fetch_add(1, std::memory_order_relaxed);
+  return outcome;
+}
+
+absl::StatusOr<PushOutcome> ShardStore::HoldForRound(absl::string_view push_id, v1::DType dtype,
+                                                     const std::vector<PayloadRange>& ranges) {
+  RoundBuffer::Gradient copy = RoundBuffer::Copy(dtype, ranges);  // Before locking.
+  absl::MutexLock lock(&round_mu_);
+  if (absl::Status s = ValidateVersions(ranges); !s.ok()) return s;
+  absl::StatusOr<bool> added = round_buffer_.Add(push_id, std::move(copy));
+  if (!added.ok()) return added.status();
+  PushOutcome outcome;
+  outcome.duplicate = !*added;
+  outcome.deferred = true;
+  outcome.global_step = global_step_.load();
+  if (outcome.duplicate) pushes_duplicate_.fetch_add(1, std::memory_order_relaxed);
+  for (uint32_t id : owned_partitions()) {
+    outcome.partition_ids.push_back(id);
+    outcome.new_versions.push_back(*Version(id));
+    outcome.staleness.push_back(0);
+  }
+  return outcome;
+}
+
+absl::StatusOr<RoundOutcome> ShardStore::ApplyRound(const std::vector<std::string>& push_ids) {
+  if (!options_.sync_rounds) {
+    return absl::FailedPreconditionError(
+        "this shard does not run --consistency=sync: it applies every push on arrival");
+  }
+  if (absl::Status s = RequireInitialized(); !s.ok()) return s;
+  if (push_ids.empty() || push_ids.size() > options_.max_round_contributions) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "a round names 1 to %d pushes, got %d", options_.max_round_contributions,
+        push_ids.size()));
+  }
+  std::vector<std::string> sorted = push_ids;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    if (sorted[i].empty() || sorted[i].size() > kMaxPushIdLength) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "push ids have 1 to %d bytes, got one of %d", kMaxPushIdLength, sorted[i].size()));
+    }
+    if (i > 0 && sorted[i] == sorted[i - 1]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the round names push '", sorted[i], "' twice"));
+    }
+  }
+  absl::MutexLock lock(&round_mu_);
+  RoundOutcome outcome;
+  if (sorted == last_round_) {
+    outcome.already_applied = true;
+    outcome.global_step = global_step_.load();
+    return outcome;
+  }
+  for (const std::string& id : sorted) {
+    if (!round_buffer_.Holds(id)) {
+      return absl::NotFoundError(absl::StrCat(
+          "push '", id, "' is not held by this shard (lost in a restart, or never sent here)"));
+    }
+  }
+  const uint64_t step = global_step_.fetch_add(1);
+  const float lr = static_cast<float>(schedule_.At(step));
+  std::vector<float> mean;
+  float* state[2] = {nullptr, nullptr};
+  for (uint32_t id : owned_partitions()) {
+    PartitionState& p = *partitions_[id];
+    mean.resize(map_.partitions()[id].num_elements);
+    round_buffer_.MeanInto(sorted, id, static_cast<int64_t>(mean.size()), mean.data());
+    absl::MutexLock plock(&p.mu);
+    p.version += 1;
+    for (size_t s = 0; s < p.state.size(); ++s) state[s] = p.state[s].data();
+    optimizer_.Apply(p.weights.data(), state, GradientView{v1::DTYPE_FP32, mean.data()},
+                     static_cast<int64_t>(mean.size()), lr, p.version);
+  }
+  pushes_applied_.fetch_add(sorted.size(), std::memory_order_relaxed);
+  round_buffer_.Clear();
+  last_round_ = std::move(sorted);
+  outcome.global_step = step + 1;
   return outcome;
 }
 
@@ -475,6 +574,11 @@ void ShardStore::FillStats(v1::StatsResponse* stats) const {
   stats->set_mean_staleness(count == 0 ? 0.0 : static_cast<double>(staleness_sum_.load()) / count);
   stats->set_max_staleness(staleness_max_.load());
   stats->set_learning_rate(LearningRateNow());
+  stats->set_sync(options_.sync_rounds);
+  if (options_.sync_rounds) {
+    absl::MutexLock lock(&round_mu_);
+    stats->set_round_contributions(round_buffer_.size());
+  }
   if (!initialized()) return;
   for (uint32_t id : owned_partitions()) {
     v1::PartitionStats* ps = stats->add_partitions();

@@ -7,16 +7,18 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "client/model_layout.h"
 #include "client/partition_map.h"
 #include "ps/learning_rate_schedule.h"
 #include "ps/optimizer.h"
+#include "ps/payload_range.h"
 #include "ps/recent_push_ids.h"
+#include "ps/round_buffer.h"
 #include "spotps/v1/parameter_server.pb.h"
 
 namespace spotps {
@@ -31,23 +33,24 @@ struct ShardOptions {
   // Refuse pushes staler than this many versions; negative: no bound.
   int64_t max_staleness = -1;
   size_t remembered_push_ids = size_t{1} << 16;
-};
-
-// Raw bytes for elements [offset, offset + n) of one partition, as they
-// arrived; `version` is the base version for a push, unused for init.
-struct PayloadRange {
-  uint32_t partition_id = 0;
-  uint64_t offset = 0;
-  absl::string_view bytes;
-  uint64_t version = 0;
+  // Sync mode (--consistency=sync): pushes are held for the open round and
+  // applied together by ApplyRound; at most this many are held at once.
+  bool sync_rounds = false;
+  size_t max_round_contributions = 64;
 };
 
 struct PushOutcome {
   bool duplicate = false;
+  bool deferred = false;  // Sync mode: held for the round, not applied yet.
   uint64_t global_step = 0;
   std::vector<uint32_t> partition_ids;  // Partitions updated, ascending.
   std::vector<uint64_t> new_versions;
   std::vector<uint64_t> staleness;
+};
+
+struct RoundOutcome {
+  bool already_applied = false;  // A retry of the last round: nothing changed.
+  uint64_t global_step = 0;
 };
 
 // One owned partition's complete training state, copied out of a shard or
@@ -83,7 +86,9 @@ absl::Status ValidateShardState(const ShardState& state);
 // every request is fully validated before it changes anything; a partition
 // is read and written under its own lock, so pushes to different partitions
 // run in parallel and a read sees one version; a push id is applied at most
-// once among the last `remembered_push_ids`; the first valid Init wins.
+// once among the last `remembered_push_ids`; the first valid Init wins. In
+// sync mode versions move only by whole rounds: a push must cover every
+// owned partition at its current version, and is held until ApplyRound.
 class ShardStore {
  public:
   static absl::StatusOr<std::unique_ptr<ShardStore>> Create(const ShardOptions& options);
@@ -94,9 +99,17 @@ class ShardStore {
   // values are ignored); FAILED_PRECONDITION for a different layout.
   absl::StatusOr<bool> Init(const ModelLayout& layout, const std::vector<PayloadRange>& values);
 
-  // Applies one gradient (BF16 or FP32 payload ranges) with the optimizer.
+  // Applies one gradient (BF16 or FP32 payload ranges) with the optimizer;
+  // in sync mode holds it for the open round instead (ABORTED if it was
+  // computed before the last round was applied).
   absl::StatusOr<PushOutcome> Push(absl::string_view push_id, v1::DType dtype,
                                    const std::vector<PayloadRange>& ranges);
+
+  // Sync mode: applies the mean of the held pushes `push_ids` as one update
+  // of every owned partition and drops every held push. FAILED_PRECONDITION
+  // outside sync mode, INVALID_ARGUMENT for a bad id list, NOT_FOUND when a
+  // named push is not held (lost in a restart): nothing changes then.
+  absl::StatusOr<RoundOutcome> ApplyRound(const std::vector<std::string>& push_ids);
 
   // Encodes partition `id` as `dtype` into *out (replacing its contents)
   // and returns the version it was read at.
@@ -145,6 +158,8 @@ class ShardStore {
                               const PartitionMap& map, bool require_full_cover) const;
   absl::Status ValidateVersions(const std::vector<PayloadRange>& ranges) const;
   PushOutcome Apply(v1::DType dtype, const std::vector<PayloadRange>& ranges);
+  absl::StatusOr<PushOutcome> HoldForRound(absl::string_view push_id, v1::DType dtype,
+                                           const std::vector<PayloadRange>& ranges);
   // Makes a validated model visible to every other method.
   void Publish(const ModelLayout& layout, PartitionMap map,
                std::vector<std::unique_ptr<PartitionState>> partitions)
@@ -161,6 +176,11 @@ class ShardStore {
   std::vector<std::unique_ptr<PartitionState>> partitions_;  // By id; null if not owned.
 
   RecentPushIds recent_push_ids_;
+  // Sync mode: versions change only under round_mu_, so a held push's base
+  // versions stay current until the round that drops it.
+  mutable absl::Mutex round_mu_;
+  RoundBuffer round_buffer_ ABSL_GUARDED_BY(round_mu_);
+  std::vector<std::string> last_round_ ABSL_GUARDED_BY(round_mu_);  // Sorted push ids.
   std::atomic<uint64_t> global_step_{0};
   std::atomic<uint64_t> pushes_applied_{0}, pushes_duplicate_{0}, pushes_rejected_{0},
       pushes_too_stale_{0}, pulls_{0}, bytes_in_{0}, bytes_out_{0}, staleness_sum_{0},

@@ -88,7 +88,7 @@ WorkUnitDispatcher::Grant WorkUnitDispatcher::Acquire(uint64_t worker, absl::Tim
   return grant;
 }
 
-absl::StatusOr<bool> WorkUnitDispatcher::Commit(uint32_t epoch, uint64_t index) {
+absl::Status WorkUnitDispatcher::ValidateUnit(uint32_t epoch, uint64_t index) const {
   if (epoch >= config_.num_epochs || index >= config_.units_per_epoch) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "no unit %d of epoch %d (the job has %d epochs of %d units)", index, epoch,
@@ -98,6 +98,11 @@ absl::StatusOr<bool> WorkUnitDispatcher::Commit(uint32_t epoch, uint64_t index) 
     return absl::FailedPreconditionError(
         absl::StrFormat("epoch %d has not started (current epoch %d)", epoch, epoch_));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> WorkUnitDispatcher::Commit(uint32_t epoch, uint64_t index) {
+  if (absl::Status s = ValidateUnit(epoch, index); !s.ok()) return s;
   if (epoch < epoch_ || units_[index].state == UnitState::kCommitted) {
     counts_[epoch].duplicated += 1;
     return true;

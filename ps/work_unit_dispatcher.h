@@ -49,6 +49,8 @@ class WorkUnitDispatcher {
   // Returns true if the unit was already committed. INVALID_ARGUMENT for a
   // unit that does not exist, FAILED_PRECONDITION for a future epoch.
   absl::StatusOr<bool> Commit(uint32_t epoch, uint64_t index);
+  // The errors Commit gives for a unit, without committing it.
+  absl::Status ValidateUnit(uint32_t epoch, uint64_t index) const;
   // Gives back a unit the worker will not train (drain).
   absl::Status Release(uint64_t worker, uint32_t epoch, uint64_t index);
   // Puts every unit leased to `worker` back (it left or its lease expired).
@@ -60,6 +62,8 @@ class WorkUnitDispatcher {
   const DispatchConfig& config() const { return config_; }
   const std::vector<EpochCounts>& counts() const { return counts_; }
   uint64_t leased_now() const;
+  // A unit of the current epoch waits to be handed out.
+  bool has_pending() const { return !pending_.empty(); }
 
   // The order of an epoch: a pure function of (seed, epoch).
   static std::vector<uint64_t> EpochOrder(uint64_t seed, uint32_t epoch, uint64_t units);

@@ -67,6 +67,8 @@ TrainingWorker::TrainingWorker(Cluster* cluster, GptModel model, ParameterBindin
       data_(data),
       options_(options),
       wire_dtype_(options.dtype == ComputeDType::kBF16 ? v1::DTYPE_BF16 : v1::DTYPE_FP32),
+      sync_(work.membership != nullptr &&
+            work.membership->consistency() == v1::CONSISTENCY_SYNC),
       gradient_(binding_.layout().total_elements(), 0.0f) {}
 
 absl::Status TrainingWorker::PullWithRecovery() {
@@ -86,10 +88,9 @@ absl::Status TrainingWorker::PullWithRecovery() {
   }
 }
 
-absl::StatusOr<bool> TrainingWorker::PushWithRecovery() {
+absl::StatusOr<bool> TrainingWorker::PushWithRecovery(const std::string& push_id) {
   const absl::Time give_up = absl::Now() + options_.unavailable_timeout;
   const absl::Time start = absl::Now();
-  const std::string push_id = cluster_->NewPushId();  // Kept across retries.
   absl::Duration backoff = absl::Milliseconds(200);
   while (true) {
     absl::StatusOr<PushResult> r =
@@ -114,7 +115,8 @@ absl::StatusOr<bool> TrainingWorker::PushWithRecovery() {
 }
 
 absl::Status TrainingWorker::PushPending() {
-  absl::StatusOr<bool> applied = PushWithRecovery();
+  const std::string push_id = cluster_->NewPushId();  // Kept across retries.
+  absl::StatusOr<bool> applied = PushWithRecovery(push_id);
   if (!applied.ok()) return applied.status();
   if (work_.coordinator == nullptr) return absl::OkStatus();
   const uint64_t me = work_.membership->worker_id();
@@ -122,7 +124,9 @@ absl::Status TrainingWorker::PushPending() {
   // A coordinator hiccup must not stop training: an uncommitted unit is
   // re-issued when its lease runs out, and counted as trained twice.
   if (*applied) {
-    absl::StatusOr<bool> duplicate = work_.coordinator->Commit(me, u.epoch, u.index);
+    // Sync mode: the push id tells the round which held gradient is ours.
+    absl::StatusOr<bool> duplicate =
+        work_.coordinator->Commit(me, u.epoch, u.index, sync_ ? push_id : "");
     if (duplicate.ok()) units_committed_ += *duplicate ? 0 : 1;
   } else {
     work_.coordinator->Release(me, u.epoch, u.index).IgnoreError();
@@ -134,7 +138,8 @@ absl::Status TrainingWorker::Communicate(bool push) {
   if (push) {
     if (absl::Status s = PushPending(); !s.ok()) return s;
   }
-  return PullWithRecovery();
+  // Sync mode pulls once the next round opens, not before.
+  return sync_ ? absl::OkStatus() : PullWithRecovery();
 }
 
 absl::StatusOr<std::optional<TrainingWorker::Unit>> TrainingWorker::NextUnit(
@@ -166,7 +171,8 @@ absl::StatusOr<std::optional<TrainingWorker::Unit>> TrainingWorker::NextUnit(
       if (absl::Status s = PushPending(); !s.ok()) return s;
       gradient_pending = false;
     }
-    absl::SleepFor(absl::Milliseconds(100));
+    // In sync mode the coordinator already waited for the next round.
+    if (!sync_) absl::SleepFor(absl::Milliseconds(100));
   }
   return std::optional<Unit>();
 }
@@ -191,8 +197,11 @@ absl::StatusOr<double> TrainingWorker::ComputeGradient(uint64_t data_unit) {
 absl::StatusOr<TrainingSummary> TrainingWorker::Run(
     const std::atomic<bool>& stop, const std::function<void(const std::string&)>& log) {
   const absl::Time start = absl::Now();
-  if (absl::Status s = PullWithRecovery(); !s.ok()) return s;
+  if (!sync_) {
+    if (absl::Status s = PullWithRecovery(); !s.ok()) return s;
+  }
   model_->train();
+  const bool overlap = options_.overlap && !sync_;
   TrainingSummary summary;
   const int64_t tokens_per_step = options_.batch_size * options_.seq_len;
   bool gradient_pending = false;  // gradient_ holds an unpushed gradient.
@@ -210,24 +219,27 @@ absl::StatusOr<TrainingSummary> TrainingWorker::Run(
       summary.job_done = !stop.load();
       break;
     }
+    if (sync_) {  // The weights of the round this unit belongs to.
+      if (absl::Status s = PullWithRecovery(); !s.ok()) return s;
+    }
     binding_.LoadWeights(weights_.values);
     const std::vector<uint64_t> versions = weights_.versions;
     std::future<absl::Status> comm;
-    if (options_.overlap) {
+    if (overlap) {
       comm = std::async(std::launch::async,
                         [this, gradient_pending] { return Communicate(gradient_pending); });
     }
     const absl::Time compute_start = absl::Now();
     absl::StatusOr<double> loss = ComputeGradient((*unit)->data_unit);
     compute_ms += MillisSince(compute_start);
-    absl::Status comm_status = options_.overlap ? comm.get() : absl::OkStatus();
+    absl::Status comm_status = overlap ? comm.get() : absl::OkStatus();
     if (!loss.ok()) return loss.status();
     if (!comm_status.ok()) return comm_status;
     binding_.GatherGradients(absl::MakeSpan(gradient_));
     base_versions_ = versions;
     pending_unit_ = **unit;
     gradient_pending = true;
-    if (!options_.overlap) {
+    if (!overlap) {
       if (absl::Status s = Communicate(true); !s.ok()) return s;
       gradient_pending = false;
     }

@@ -6,6 +6,11 @@
 // background task pushes step k-1's gradient and then pulls fresh weights
 // for step k+1. A worker therefore trains on weights that miss its own last
 // gradient (staleness >= 1), the usual price of hiding the network.
+//
+// When the coordinator runs sync mode there is nothing to overlap: each
+// step takes a unit of the open round, pulls the weights of that round,
+// computes, pushes (the shards hold the gradient) and commits the unit with
+// the push's id; the next unit comes once every live worker has done so.
 #ifndef SPOTPS_TRAINER_TRAINING_WORKER_H_
 #define SPOTPS_TRAINER_TRAINING_WORKER_H_
 
@@ -106,7 +111,7 @@ class TrainingWorker {
   absl::Status Communicate(bool push);
   absl::Status PullWithRecovery();
   // Returns false when the PS refused the gradient as too stale.
-  absl::StatusOr<bool> PushWithRecovery();
+  absl::StatusOr<bool> PushWithRecovery(const std::string& push_id);
   absl::Status PushPending();
   // The next unit to train, or nullopt when the job is done or `stop` rose.
   absl::StatusOr<std::optional<Unit>> NextUnit(int64_t step, bool& gradient_pending,
@@ -119,6 +124,7 @@ class TrainingWorker {
   const TokenDataset* const data_;
   const TrainingOptions options_;
   const v1::DType wire_dtype_;
+  const bool sync_;  // The coordinator runs --consistency=sync.
 
   WeightSnapshot weights_;              // Written by the comm task only.
   std::vector<float> gradient_;

@@ -10,6 +10,7 @@ absl::StatusOr<std::unique_ptr<WorkerMembership>> WorkerMembership::Join(
   absl::StatusOr<v1::RegisterResponse> registered = coordinator->Register(name);
   if (!registered.ok()) return registered.status();
   membership->worker_id_ = registered->worker_id();
+  membership->consistency_ = registered->consistency();
   const absl::Duration every = absl::Milliseconds(std::max<uint64_t>(registered->lease_ms() / 3, 50));
   WorkerMembership* self = membership.get();
   membership->heartbeat_ = std::thread([self, every] { self->HeartbeatLoop(every); });

@@ -24,6 +24,8 @@ class WorkerMembership {
   ~WorkerMembership();
 
   uint64_t worker_id() const { return worker_id_.load(); }
+  // How the coordinator paces workers, as it said at registration.
+  v1::Consistency consistency() const { return consistency_; }
   // Registers again now (after an RPC said NOT_FOUND).
   absl::Status Rejoin();
   void Leave();
@@ -36,6 +38,7 @@ class WorkerMembership {
   CoordinatorClient* const coordinator_;
   const std::string name_;
   std::atomic<uint64_t> worker_id_{0};
+  v1::Consistency consistency_ = v1::CONSISTENCY_ASYNC;  // Set by Join.
   absl::Notification stop_;
   std::thread heartbeat_;
   bool left_ = false;

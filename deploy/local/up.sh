@@ -4,7 +4,7 @@
 #
 #   deploy/local/up.sh [--seconds=180] [--workers=2] [--shards=2] [--model=tiny]
 #                      [--batch=8] [--seq_len=128] [--lr=1e-3] [--dtype=bf16] [--epochs=1]
-#                      [--consistency=async|ssp:S]
+#                      [--consistency=async|ssp:S|sync]
 #
 # Installs the dependencies, builds, prepares the corpus, starts the shards
 # and trainers on loopback, shows their progress, prints the validation loss,
@@ -106,7 +106,7 @@ start_shard() {
   shift
   "$bin/spotps-ps" --listen=127.0.0.1:0 --port_file="$run_dir/shard$i.port" \
       --shard_index="$i" --num_shards="$SHARDS" --optimizer=adamw --lr="$LR" \
-      --warmup_steps=50 --weight_decay=0.01 --beta2=0.99 \
+      --warmup_steps=50 --weight_decay=0.01 --beta2=0.99 --consistency="$CONSISTENCY" \
       --checkpoint_dir="$run_dir/checkpoints/shard$i" "$@" > "$run_dir/shard$i.log" 2>&1 &
   shard_pids+=($!)
   for _ in $(seq 100); do [ -s "$run_dir/shard$i.port" ] && break; sleep 0.1; done
@@ -118,7 +118,7 @@ for i in $(seq 1 $((SHARDS - 1))); do
   peers+="${peers:+,}127.0.0.1:$(cat "$run_dir/shard$i.port")"
 done
 start_shard 0 --epochs="$EPOCHS" --units_per_epoch="$units" --checkpoint_every_s=30 \
-    --peers="$peers" --consistency="$CONSISTENCY"
+    --peers="$peers"
 addresses="127.0.0.1:$(cat "$run_dir/shard0.port")${peers:+,$peers}"
 say "shards at $addresses"
 

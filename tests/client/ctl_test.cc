@@ -259,8 +259,10 @@ TEST_F(CtlCoordinatorTest, StatusListsTheWorkerAndTheEpochProgress) {
   const CtlResult r = RunCtl({"--ps=" + shards_->addresses(), "--sample_s=0", "status"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(TableRow(r.output, "shard", "0")["global_step"], absl::StrCat(kPushes)) << r.output;
-  EXPECT_TRUE(absl::StrContains(r.output, "coordinator: current_epoch=0 num_epochs=1 done=no"))
+  EXPECT_TRUE(absl::StrContains(
+      r.output, "coordinator: current_epoch=0 num_epochs=1 done=no consistency=async"))
       << r.output;
+  EXPECT_FALSE(absl::StrContains(r.output, "sync rounds:")) << r.output;
   std::map<std::string, std::string> epoch = TableRow(r.output, "epoch", "0");
   EXPECT_EQ(epoch["units"], absl::StrCat(kUnits)) << r.output;
   EXPECT_EQ(epoch["committed"], "2") << r.output;
@@ -281,6 +283,7 @@ TEST_F(CtlCoordinatorTest, StatusListsTheWorkerAndTheEpochProgress) {
                                                    "\"units_committed\":2,")))
       << json;
   EXPECT_TRUE(absl::StrContains(json, "\"workers_expired\":0}")) << json;
+  EXPECT_TRUE(absl::StrContains(json, "\"consistency\":\"async\"")) << json;
 }
 
 TEST_F(CtlCoordinatorTest, WaitDoneWaitsForTheLastUnit) {

@@ -12,9 +12,11 @@ namespace {
 
 class CoordinatorTest : public ::testing::Test {
  protected:
-  std::unique_ptr<Coordinator> Make(uint32_t epochs, uint64_t units, int64_t ssp_bound = -1) {
+  std::unique_ptr<Coordinator> Make(uint32_t epochs, uint64_t units,
+                                    Consistency consistency = {}) {
     CoordinatorOptions o;
-    o.ssp_bound = ssp_bound;
+    o.consistency = consistency;
+    o.sync_acquire_wait = absl::ZeroDuration();
     o.dispatch.num_epochs = epochs;
     o.dispatch.units_per_epoch = units;
     o.dispatch.seed = 42;
@@ -174,7 +176,7 @@ TEST_F(CoordinatorTest, ProgressSurvivesExportAndImport) {
 }
 
 TEST_F(CoordinatorTest, SspHoldsTheFastestWithinTheBoundOfTheSlowest) {
-  auto c = Make(1, 1000, /*ssp_bound=*/2);
+  auto c = Make(1, 1000, Consistency{v1::CONSISTENCY_SSP, 2});
   const uint64_t fast = c->Register("fast"), slow = c->Register("slow");
   auto take = [&](uint64_t w) {
     auto g = c->Acquire(w);
@@ -204,12 +206,16 @@ TEST_F(CoordinatorTest, SspHoldsTheFastestWithinTheBoundOfTheSlowest) {
 }
 
 TEST(ConsistencyTest, ParsesModes) {
-  EXPECT_EQ(*ParseConsistency("async"), -1);
-  EXPECT_EQ(*ParseConsistency("ssp:0"), 0);
-  EXPECT_EQ(*ParseConsistency("ssp:8"), 8);
+  EXPECT_EQ(ParseConsistency("async")->mode, v1::CONSISTENCY_ASYNC);
+  EXPECT_EQ(ParseConsistency("sync")->mode, v1::CONSISTENCY_SYNC);
+  const Consistency ssp = *ParseConsistency("ssp:8");
+  EXPECT_EQ(ssp.mode, v1::CONSISTENCY_SSP);
+  EXPECT_EQ(ssp.ssp_bound, 8);
+  EXPECT_EQ(ConsistencyName(ssp), "ssp:8");
+  EXPECT_EQ(ParseConsistency("ssp:0")->ssp_bound, 0);
   EXPECT_EQ(ParseConsistency("ssp:-1").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseConsistency("ssp").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ParseConsistency("sync").status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(ParseConsistency("bsp").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

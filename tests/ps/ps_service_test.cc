@@ -298,5 +298,16 @@ TEST_F(PsServiceTest, GoodPushAppliesAndConditionalPullSendsOnlyChanges) {
   EXPECT_EQ(out[0].chunks(0).partition_id(), own_[0]);
 }
 
+TEST_F(PsServiceTest, AnAsyncShardRefusesSyncRounds) {
+  InitValid();
+  grpc::ClientContext ctx;
+  v1::ApplyRoundRequest request;
+  request.add_push_ids("p-0");
+  v1::ApplyRoundResponse reply;
+  ExpectStatus(stub_->ApplyRound(&ctx, request, &reply), grpc::StatusCode::FAILED_PRECONDITION,
+               "--consistency=sync");
+  ExpectUntouched();
+}
+
 }  // namespace
 }  // namespace spotps

@@ -108,6 +108,15 @@ TEST_F(CoordinatedTrainingTest, StaleSynchronousParallelAlsoTrainsEveryUnitOnce)
   RunToCompletion("ssp:1");
 }
 
+TEST_F(CoordinatedTrainingTest, SyncRoundsAlsoTrainEveryUnitOnce) {
+  RunToCompletion("sync");
+  auto progress = coordinator_->Progress();
+  ASSERT_TRUE(progress.ok());
+  // Two trainers: rounds of at most 2 units, and every round was applied.
+  EXPECT_GE(progress->sync_rounds_applied(), static_cast<uint64_t>(kEpochs * kUnits / 2));
+  EXPECT_EQ(progress->sync_rounds_abandoned(), 0u);
+}
+
 TEST_F(CoordinatedTrainingTest, AKilledTrainersUnitsAreReissuedAndNothingIsLost) {
   auto shards = testing::LocalShardCluster::Start(
       1,

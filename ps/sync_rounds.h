@@ -1,0 +1,48 @@
+// SyncRounds: shard 0's driver of synchronous training (--consistency=sync).
+//
+// Trainers push their gradient for round r to every shard, where it is held,
+// then commit their unit to the coordinator naming the push. Once no live
+// worker owes the round a gradient, the coordinator closes it; this driver
+// then has every shard apply the mean of exactly the named pushes as one
+// update, and reports back: the round's units count as committed only when
+// every shard applied it. A shard that cannot (it restarted and lost the
+// held gradients, or stays unreachable) makes the round be given up: its
+// units are trained again, and shards that did apply it keep that update.
+#ifndef SPOTPS_PS_SYNC_ROUNDS_H_
+#define SPOTPS_PS_SYNC_ROUNDS_H_
+
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/notification.h"
+#include "ps/coordinator.h"
+#include "ps/peer_shards.h"
+#include "ps/shard_store.h"
+
+namespace spotps {
+
+// Owns the round thread; borrows shard 0's store, the coordinator and the
+// connections to the other shards. Promises: rounds are applied one at a
+// time, in order, each with bounded retries.
+class SyncRounds {
+ public:
+  SyncRounds(ShardStore* store, Coordinator* coordinator, PeerShards* peers);
+  ~SyncRounds();
+
+  void Start();
+
+ private:
+  void Loop();
+  // Applies the round on shard 0 and every peer at once.
+  absl::Status Apply(const ClosedRound& round);
+
+  ShardStore* const store_;
+  Coordinator* const coordinator_;
+  PeerShards* const peers_;
+  absl::Notification stop_;
+  std::thread thread_;
+};
+
+}  // namespace spotps
+
+#endif  // SPOTPS_PS_SYNC_ROUNDS_H_
