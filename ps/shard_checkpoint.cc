@@ -476,15 +476,13 @@ absl::Status ReadPartition(ChecksummedReader* in, const PartitionMap& map, const
   return in->CheckSection(absl::StrFormat("partition %d", out->id));
 }
 
-// Parses and verifies a whole checkpoint file of `file_size` bytes.
-absl::StatusOr<ShardCheckpoint> ParseCheckpoint(int fd, uint64_t file_size, uint64_t expected_id,
-                                                uint32_t expected_shard) {
+// Reads the trailer of a file of `file_size` bytes into `trailer` and checks
+// the length it records: a truncated file is caught before any other work.
+absl::Status ReadTrailer(int fd, uint64_t file_size, char (&trailer)[kTrailerBytes]) {
   if (file_size < kPrefixBytes + kCrcBytes + kTrailerBytes) {
     return absl::DataLossError(
         absl::StrFormat("truncated: only %d bytes, fewer than any checkpoint has", file_size));
   }
-  // The trailer first: its length catches a truncated file before any work.
-  char trailer[kTrailerBytes];
   if (::pread(fd, trailer, sizeof(trailer), static_cast<off_t>(file_size - kTrailerBytes)) !=
       static_cast<ssize_t>(sizeof(trailer))) {
     return absl::DataLossError("cannot read the trailer");
@@ -494,7 +492,14 @@ absl::StatusOr<ShardCheckpoint> ParseCheckpoint(int fd, uint64_t file_size, uint
         absl::StrFormat("truncated or extended: the file has %d bytes, its trailer says %d",
                         file_size, DecodeU64(trailer)));
   }
+  return absl::OkStatus();
+}
 
+// Parses and verifies a whole checkpoint file of `file_size` bytes.
+absl::StatusOr<ShardCheckpoint> ParseCheckpoint(int fd, uint64_t file_size, uint64_t expected_id,
+                                                uint32_t expected_shard) {
+  char trailer[kTrailerBytes];
+  if (absl::Status s = ReadTrailer(fd, file_size, trailer); !s.ok()) return s;
   ChecksummedReader in(fd, file_size - kTrailerBytes);
   ShardCheckpoint checkpoint;
   absl::StatusOr<uint32_t> partition_count =
@@ -531,8 +536,10 @@ absl::StatusOr<ShardCheckpoint> ParseCheckpoint(int fd, uint64_t file_size, uint
   return checkpoint;
 }
 
-absl::StatusOr<ShardCheckpoint> ReadCheckpointFile(const std::string& path, uint64_t expected_id,
-                                                   uint32_t expected_shard) {
+// Opens `path` and returns parse(fd, file size), its errors prefixed with
+// the path.
+template <typename T, typename Parse>
+absl::StatusOr<T> ParseFile(const std::string& path, Parse parse) {
   ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
     if (errno == ENOENT) return absl::NotFoundError(absl::StrCat("no checkpoint file ", path));
@@ -540,13 +547,12 @@ absl::StatusOr<ShardCheckpoint> ReadCheckpointFile(const std::string& path, uint
   }
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return ErrnoError("cannot stat", path);
-  absl::StatusOr<ShardCheckpoint> checkpoint =
-      ParseCheckpoint(fd.get(), static_cast<uint64_t>(st.st_size), expected_id, expected_shard);
-  if (!checkpoint.ok()) {
-    return absl::Status(checkpoint.status().code(),
-                        absl::StrCat(path, ": ", checkpoint.status().message()));
+  absl::StatusOr<T> parsed = parse(fd.get(), static_cast<uint64_t>(st.st_size));
+  if (!parsed.ok()) {
+    return absl::Status(parsed.status().code(),
+                        absl::StrCat(path, ": ", parsed.status().message()));
   }
-  return checkpoint;
+  return parsed;
 }
 
 // True for "<prefix><20 digits>.ckpt", setting *id.
@@ -681,7 +687,22 @@ absl::Status ShardCheckpointStore::Prune(uint64_t written_id) const {
 }
 
 absl::StatusOr<ShardCheckpoint> ShardCheckpointStore::Read(uint64_t checkpoint_id) const {
-  return ReadCheckpointFile(PathOf(checkpoint_id), checkpoint_id, shard_index_);
+  return ParseFile<ShardCheckpoint>(PathOf(checkpoint_id), [&](int fd, uint64_t size) {
+    return ParseCheckpoint(fd, size, checkpoint_id, shard_index_);
+  });
+}
+
+absl::StatusOr<std::string> ShardCheckpointStore::ReadExtraBlob(uint64_t checkpoint_id) const {
+  return ParseFile<std::string>(
+      PathOf(checkpoint_id), [&](int fd, uint64_t size) -> absl::StatusOr<std::string> {
+        char trailer[kTrailerBytes];
+        if (absl::Status s = ReadTrailer(fd, size, trailer); !s.ok()) return s;
+        ChecksummedReader in(fd, size - kTrailerBytes);
+        ShardCheckpoint header_only;
+        absl::StatusOr<uint32_t> read = ReadHeader(&in, checkpoint_id, shard_index_, &header_only);
+        if (!read.ok()) return read.status();
+        return std::move(header_only.extra_blob);
+      });
 }
 
 absl::StatusOr<ShardCheckpoint> ShardCheckpointStore::ReadNewest() const {

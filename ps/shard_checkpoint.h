@@ -89,6 +89,10 @@ class ShardCheckpointStore {
   // is truncated, corrupt or inconsistent.
   absl::StatusOr<ShardCheckpoint> Read(uint64_t checkpoint_id) const;
 
+  // Only the extra blob of one checkpoint, read from its header (whose
+  // checksum is verified) without reading the partitions.
+  absl::StatusOr<std::string> ReadExtraBlob(uint64_t checkpoint_id) const;
+
   // The newest checkpoint that reads back intact; the ones skipped on the way
   // are listed in `skipped`. NOT_FOUND, listing them, if there is none.
   absl::StatusOr<ShardCheckpoint> ReadNewest() const;

@@ -49,9 +49,7 @@ absl::StatusOr<CheckpointWriteResult> ShardCheckpointer::Write(uint64_t id,
 }
 
 absl::StatusOr<std::string> ShardCheckpointer::ExtraBlobOf(uint64_t id) const {
-  absl::StatusOr<ShardCheckpoint> checkpoint = files_.Read(id);
-  if (!checkpoint.ok()) return checkpoint.status();
-  return std::move(checkpoint->extra_blob);
+  return files_.ReadExtraBlob(id);
 }
 
 }  // namespace spotps

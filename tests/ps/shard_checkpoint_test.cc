@@ -354,7 +354,19 @@ TEST_F(ShardCheckpointTest, ExtraBlobRoundTripsAsOpaqueBytes) {
     absl::StatusOr<ShardCheckpoint> read = store.Read(i + 1);
     ASSERT_TRUE(read.ok()) << read.status();
     EXPECT_EQ(read->extra_blob, blobs[i]) << i;
+    absl::StatusOr<std::string> blob = store.ReadExtraBlob(i + 1);  // Header only.
+    ASSERT_TRUE(blob.ok()) << blob.status();
+    EXPECT_EQ(*blob, blobs[i]) << i;
   }
+  EXPECT_EQ(store.ReadExtraBlob(9).status().code(), absl::StatusCode::kNotFound);
+  // The header's checksum still guards the blob; a truncated file is refused.
+  const std::string path = store.PathOf(2);
+  std::string damaged = *ReadFile(path);
+  damaged[40] ^= 0x01;
+  ASSERT_TRUE(WriteFileAtomically(path, damaged).ok());
+  EXPECT_EQ(store.ReadExtraBlob(2).status().code(), absl::StatusCode::kDataLoss);
+  ASSERT_TRUE(WriteFileAtomically(path, damaged.substr(0, damaged.size() / 2)).ok());
+  EXPECT_EQ(store.ReadExtraBlob(2).status().code(), absl::StatusCode::kDataLoss);
 }
 
 TEST_F(ShardCheckpointTest, KeepLastDeletesOlderCheckpointsOfThisShardOnly) {
