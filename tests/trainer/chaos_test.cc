@@ -27,6 +27,21 @@ constexpr int kTrainers = 3;
 // The figures line, printed by main() after gtest's own output so that it
 // is the last line of the run.
 std::string chaos_line;
+// Shard 1's recovery, printed just before it.
+std::string recovery_line;
+
+// Seconds from a restarted shard's start until it applies a push again
+// (trainers reconnect by themselves); negative if it did not in time.
+double SecondsUntilPushesResume(Cluster& cluster, size_t shard, absl::Time restarted) {
+  while (absl::Now() < restarted + absl::Seconds(30)) {
+    auto stats = cluster.Stats();  // A fresh process counts its pushes from 0.
+    if (stats.ok() && (*stats)[shard].pushes_applied() > 0) {
+      return absl::ToDoubleSeconds(absl::Now() - restarted);
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return -1;
+}
 
 TEST(ChaosTest, PreemptionsAndAShardCrashLoseNothing) {
   testing::TempDir dir;
@@ -64,9 +79,17 @@ TEST(ChaosTest, PreemptionsAndAShardCrashLoseNothing) {
         chaos.shards().shard(1).Signal(SIGKILL);
         ASSERT_TRUE(chaos.shards().shard(1).Wait(absl::Seconds(10)).ok());
         absl::SleepFor(absl::Seconds(1));
+        const absl::Time restart = absl::Now();
         absl::Status restarted = chaos.shards().Restart(1);
         ASSERT_TRUE(restarted.ok()) << restarted << LogTails(dir.path() + "/chaos");
         crashed_shard = true;
+        const double resumed_s = SecondsUntilPushesResume(
+            **Cluster::Connect(chaos.shards().addresses()), 1, restart);
+        EXPECT_GT(resumed_s, 0) << "no push reached the restarted shard"
+                                << LogTails(dir.path() + "/chaos");
+        recovery_line = absl::StrFormat(
+            "chaos: shard 1 restarted from its checkpoint; first push applied %.2f s after start",
+            resumed_s);
         continue;
       }
     }
@@ -123,6 +146,7 @@ TEST(ChaosTest, PreemptionsAndAShardCrashLoseNothing) {
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   const int result = RUN_ALL_TESTS();
+  if (!spotps::recovery_line.empty()) std::printf("%s\n", spotps::recovery_line.c_str());
   if (!spotps::chaos_line.empty()) std::printf("%s\n", spotps::chaos_line.c_str());
   return result;
 }
