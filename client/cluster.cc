@@ -456,8 +456,11 @@ absl::StatusOr<PushResult> Cluster::PushSpans(const std::vector<FlatSpan>& spans
   PushResult result;
   result.duplicate = true;
   const int64_t width = static_cast<int64_t>(WireBytesPerElement(wire_dtype));
+  int deferring = 0, contacted_count = 0;
   for (size_t i = 0; i < shards_.size(); ++i) {
     if (!contacted[i]) continue;
+    contacted_count += 1;
+    deferring += replies[i].deferred() ? 1 : 0;
     result.duplicate = result.duplicate && replies[i].duplicate();
     result.deferred = result.deferred || replies[i].deferred();
     result.global_step = std::max(result.global_step, replies[i].global_step());
@@ -465,6 +468,12 @@ absl::StatusOr<PushResult> Cluster::PushSpans(const std::vector<FlatSpan>& spans
       result.max_staleness = std::max(result.max_staleness, st);
     }
     for (const ChunkSource& src : sources[i]) result.bytes_sent += src.num_elements * width;
+  }
+  if (deferring != 0 && deferring != contacted_count) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "Push: %d of %d shards run --consistency=sync and held the gradient, the others applied "
+        "it: give every shard the same --consistency",
+        deferring, contacted_count));
   }
   return result;
 }

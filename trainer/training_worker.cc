@@ -95,6 +95,11 @@ absl::StatusOr<bool> TrainingWorker::PushWithRecovery(const std::string& push_id
   while (true) {
     absl::StatusOr<PushResult> r =
         cluster_->Push(gradient_, base_versions_, wire_dtype_, push_id);
+    if (r.ok() && r->deferred && !sync_) {
+      return absl::FailedPreconditionError(
+          "the shards run --consistency=sync and hold every gradient for a round that only "
+          "the coordinator closes: run this trainer with --coordinator=auto (or host:port)");
+    }
     if (r.ok()) {
       push_ms_ += MillisSince(start);
       if (pushes_++ == 0) first_push_ = absl::Now();

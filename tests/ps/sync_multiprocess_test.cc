@@ -141,5 +141,34 @@ TEST_F(SyncMultiProcessTest, RoundsApplyTheExactMeanOfCommittedGradientsOnEveryS
             absl::StatusCode::kAborted);  // The round went on without it.
 }
 
+// A cluster whose shards disagree on the mode is refused loudly by the
+// client, not left to train half its partitions in rounds.
+TEST(SyncMisconfigurationTest, ShardsThatDisagreeOnTheModeFailThePush) {
+  TempDir dir;
+  auto shards = LocalShardCluster::Start(
+      2,
+      [](int i, const std::string& addresses) {
+        std::vector<std::string> f = {"--optimizer=sgd", "--lr=0.5"};
+        if (i == 0) {
+          f.insert(f.end(), {"--consistency=sync", "--epochs=1", "--units_per_epoch=4",
+                             "--peers=" + addresses.substr(addresses.find(',') + 1)});
+        }
+        return f;
+      },
+      dir.path());
+  ASSERT_TRUE(shards.ok()) << shards.status();
+  auto cluster = Cluster::Connect((*shards)->addresses());
+  ASSERT_TRUE(cluster.ok());
+  const ModelLayout layout = *ModelLayout::Create({{"w", {1000, 1000}}});
+  ASSERT_TRUE((*cluster)->Init(layout, std::vector<float>(layout.total_elements(), 1.0f)).ok());
+  WeightSnapshot w;
+  ASSERT_TRUE((*cluster)->Pull(v1::DTYPE_FP32, &w).ok());
+  auto pushed = (*cluster)->Push(std::vector<float>(layout.total_elements(), 1.0f), w.versions,
+                                 v1::DTYPE_BF16);
+  EXPECT_EQ(pushed.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(pushed.status().message().find("same --consistency"), absl::string_view::npos)
+      << pushed.status();
+}
+
 }  // namespace
 }  // namespace spotps

@@ -8,6 +8,7 @@
 
 #include <cmath>
 
+#include "client/atomic_file.h"
 #include "client/cluster.h"
 #include "tests/support/generated_corpus.h"
 #include "tests/support/training_job.h"
@@ -101,6 +102,30 @@ TEST(SyncTrainingTest, RoundsGoOnThroughPreemptionsAJoinAndAShardCrash) {
   EXPECT_LT(*val, 0.75 * std::log(256.0)) << "the model did not learn";
   EXPECT_EQ(job.Shutdown(), 0) << LogTails(logs);
   EXPECT_EQ(testing::ProcessesMentioning(dir.path()), 0) << "a process was left behind";
+}
+
+// Sync shards hold every push for a round that only the coordinator
+// closes: a trainer that takes no units from it must stop with a clear
+// error instead of training into the void.
+TEST(SyncTrainingTest, ATrainerWithoutTheCoordinatorIsRefused) {
+  testing::TempDir dir;
+  auto tokens = testing::MakeTokenFile(dir.path(), 500);
+  ASSERT_TRUE(tokens.ok()) << tokens.status();
+  auto shards = testing::LocalShardCluster::Start(
+      1, {"--consistency=sync", "--epochs=1", "--units_per_epoch=10"}, dir.path());
+  ASSERT_TRUE(shards.ok()) << shards.status();
+  const std::string log = dir.path() + "/trainer.log";
+  auto trainer = testing::ChildProcess::Start(
+      {testing::BinaryPath("spotps-trainer"), "--ps=" + (*shards)->addresses(), "--model=tiny",
+       "--data=" + *tokens, "--batch=2", "--seq_len=16", "--threads=1", "--steps=5",
+       "--coordinator=none", "--eval_batches=0"},
+      log);
+  ASSERT_TRUE(trainer.ok());
+  auto code = (*trainer)->Wait(absl::Seconds(60));
+  ASSERT_TRUE(code.ok());
+  const std::string text = *ReadFile(log);
+  EXPECT_EQ(*code, 1) << text;
+  EXPECT_NE(text.find("--coordinator=auto"), std::string::npos) << text;
 }
 
 }  // namespace
