@@ -3,20 +3,23 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <atomic>
+#include <functional>
 #include <map>
 #include <random>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "client/rpc_retry.h"
-#include "client/tensor_codec.h"
-#include "client/transport_args.h"
+#include "common/fan_out_pool.h"
+#include "common/rpc_retry.h"
+#include "common/tensor_codec.h"
+#include "common/transport_args.h"
+#include "spotps/v1/parameter_server.grpc.pb.h"
 
 namespace spotps {
 
-struct Cluster::Shard {
+struct ShardConnection {
   std::string address;
   std::unique_ptr<v1::ParameterServer::Stub> stub;
   // Extra connections for parallel pull streams (see pull_streams_per_shard).
@@ -39,8 +42,7 @@ struct ChunkSource {
 // false when the stream broke (Finish() then says why).
 template <typename Request>
 bool WriteChunks(grpc::ClientWriter<Request>* writer, Request first,
-                 const std::vector<ChunkSource>& sources, v1::DType dtype,
-                 int64_t message_bytes) {
+                 const std::vector<ChunkSource>& sources, v1::DType dtype, int64_t message_bytes) {
   const int64_t width = static_cast<int64_t>(WireBytesPerElement(dtype));
   const int64_t per_message = std::max<int64_t>(1, message_bytes / width);
   Request msg = std::move(first);
@@ -72,9 +74,76 @@ bool WriteChunks(grpc::ClientWriter<Request>* writer, Request first,
 
 }  // namespace
 
+// Everything behind the public header: connections, fan-out threads and
+// the layout.
+class Cluster::Impl {
+ public:
+  Impl(std::vector<std::unique_ptr<ShardConnection>> shards, const ClusterOptions& options);
+
+  absl::StatusOr<bool> Init(const ModelLayout& layout, absl::Span<const float> values);
+  absl::Status FetchLayout();
+  absl::Status WaitForLayout(absl::Duration timeout);
+  absl::Status Pull(v1::DType wire_dtype, WeightSnapshot* snapshot);
+  absl::StatusOr<std::vector<float>> PullTensor(absl::string_view name, v1::DType wire_dtype);
+  absl::StatusOr<PushResult> Push(absl::Span<const float> gradient,
+                                  absl::Span<const uint64_t> base_versions, v1::DType wire_dtype,
+                                  std::string push_id);
+  absl::StatusOr<PushResult> PushTensors(
+      const std::vector<std::pair<std::string, absl::Span<const float>>>& gradients,
+      absl::Span<const uint64_t> base_versions, v1::DType wire_dtype, std::string push_id);
+  absl::StatusOr<std::vector<v1::StatsResponse>> Stats();
+  std::string NewPushId();
+
+  bool has_layout_ = false;
+  ModelLayout layout_;
+  PartitionMap map_;
+  std::vector<std::unique_ptr<ShardConnection>> shards_;
+
+ private:
+  // Where pulled values go: flat elements [flat_begin, flat_begin + n).
+  struct FlatDestination {
+    int64_t flat_begin;
+    float* values;
+    int64_t num_elements;
+  };
+  struct PullCounters {
+    int64_t bytes = 0;
+    int64_t partitions = 0;
+  };
+
+  // Runs fn(shard) for every shard in parallel; returns the first error.
+  absl::Status ForEachShard(const std::function<absl::Status(size_t)>& fn);
+  // Calls `attempt` with a fresh context until it succeeds, fails with a
+  // non-retryable code, or max_attempts is reached.
+  absl::Status CallWithRetry(size_t shard, absl::string_view method,
+                             const std::function<grpc::Status(grpc::ClientContext*)>& attempt);
+  absl::Status SetLayout(const ModelLayout& layout);
+  // Pulls partitions `ids` of one shard. With `known`, a partition is sent
+  // only if its version differs from known[id]; `versions`, if given, gets
+  // the version of each partition that arrived whole.
+  absl::Status PullShard(size_t shard, v1::DType dtype, const std::vector<uint32_t>& ids,
+                         const std::vector<uint64_t>* known, FlatDestination dst,
+                         std::vector<uint64_t>* versions, PullCounters* counters);
+  absl::Status PullLane(size_t shard, v1::ParameterServer::Stub& stub, v1::DType dtype,
+                        const std::vector<uint32_t>& ids, const std::vector<uint64_t>* known,
+                        FlatDestination dst, std::vector<uint64_t>* versions,
+                        PullCounters* counters);
+  absl::StatusOr<PushResult> PushSpans(const std::vector<FlatSpan>& spans,
+                                       absl::Span<const uint64_t> base_versions,
+                                       v1::DType wire_dtype, std::string push_id);
+
+  ClusterOptions options_;
+  uint64_t push_id_prefix_;
+  std::atomic<uint64_t> push_counter_{0};
+  // The BF16 conversions in pulls and pushes are pinned to one thread each
+  // (see UseSingleThreadedConversion), which must not leak into the
+  // caller's OpenMP settings: so every shard call runs on a pool thread.
+  FanOutPool pool_{[] { UseSingleThreadedConversion(); }};
+};
+
 absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Connect(absl::string_view shard_list,
                                                           const ClusterOptions& options) {
-  std::vector<std::unique_ptr<Shard>> shards;
+  std::vector<std::unique_ptr<ShardConnection>> shards;
   for (absl::string_view address : absl::StrSplit(shard_list, ',', absl::SkipWhitespace())) {
     if (address.find(':') == absl::string_view::npos) {
       return absl::InvalidArgumentError(
@@ -91,7 +160,7 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Connect(absl::string_view shar
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
     for (const auto& [name, value] : BulkTransportArgs()) args.SetInt(name, value);
-    auto shard = std::make_unique<Shard>();
+    auto shard = std::make_unique<ShardConnection>();
     shard->address = std::string(address);
     shard->stub = v1::ParameterServer::NewStub(
         grpc::CreateCustomChannel(shard->address, grpc::InsecureChannelCredentials(), args));
@@ -111,53 +180,33 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Connect(absl::string_view shar
   if (shards.size() > PartitionMap::kMaxShards) {
     return absl::InvalidArgumentError("shard list has too many addresses");
   }
-  return std::unique_ptr<Cluster>(new Cluster(std::move(shards), options));
+  return std::unique_ptr<Cluster>(new Cluster(std::make_unique<Impl>(std::move(shards), options)));
 }
 
-Cluster::Cluster(std::vector<std::unique_ptr<Shard>> shards, const ClusterOptions& options)
+Cluster::Impl::Impl(std::vector<std::unique_ptr<ShardConnection>> shards,
+                    const ClusterOptions& options)
     : shards_(std::move(shards)), options_(options) {
   std::random_device rd;
   push_id_prefix_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
 }
 
-Cluster::~Cluster() = default;
-
-const std::string& Cluster::shard_address(size_t shard) const {
-  return shards_.at(shard)->address;
-}
-
-std::string Cluster::NewPushId() {
+std::string Cluster::Impl::NewPushId() {
   return absl::StrFormat("%016x-%d", push_id_prefix_, push_counter_.fetch_add(1));
 }
 
-absl::Status Cluster::ForEachShard(const std::function<absl::Status(size_t)>& fn) {
-  // Always on threads of our own, even for one shard: the BF16 conversions
-  // inside are pinned to their thread (see UseSingleThreadedConversion),
-  // which must not leak into the caller's OpenMP settings.
-  std::vector<absl::Status> results(shards_.size());
-  std::vector<std::thread> threads;
-  threads.reserve(shards_.size());
-  for (size_t i = 0; i < shards_.size(); ++i) {
-    threads.emplace_back([&, i] {
-      UseSingleThreadedConversion();
-      results[i] = fn(i);
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  for (absl::Status& s : results) {
-    if (!s.ok()) return s;
-  }
-  return absl::OkStatus();
+absl::Status Cluster::Impl::ForEachShard(const std::function<absl::Status(size_t)>& fn) {
+  return pool_.Run(shards_.size(), fn);
 }
 
-absl::Status Cluster::CallWithRetry(
+absl::Status Cluster::Impl::CallWithRetry(
     size_t shard, absl::string_view method,
     const std::function<grpc::Status(grpc::ClientContext*)>& attempt) {
   return spotps::CallWithRetry(
-      options_.retry, absl::StrCat("shard ", shard, " (", shards_[shard]->address, ") ", method), attempt);
+      options_.retry, absl::StrCat("shard ", shard, " (", shards_[shard]->address, ") ", method),
+      attempt);
 }
 
-absl::Status Cluster::SetLayout(const ModelLayout& layout) {
+absl::Status Cluster::Impl::SetLayout(const ModelLayout& layout) {
   absl::StatusOr<PartitionMap> map =
       PartitionMap::Create(layout, static_cast<uint32_t>(shards_.size()));
   if (!map.ok()) return map.status();
@@ -167,7 +216,7 @@ absl::Status Cluster::SetLayout(const ModelLayout& layout) {
   return absl::OkStatus();
 }
 
-absl::Status Cluster::FetchLayout() {
+absl::Status Cluster::Impl::FetchLayout() {
   std::vector<v1::GetLayoutResponse> replies(shards_.size());
   absl::Status s = ForEachShard([&](size_t i) {
     return CallWithRetry(i, "GetLayout", [&](grpc::ClientContext* ctx) {
@@ -198,14 +247,13 @@ absl::Status Cluster::FetchLayout() {
   return SetLayout(*layout);
 }
 
-absl::Status Cluster::WaitForLayout(absl::Duration timeout) {
+absl::Status Cluster::Impl::WaitForLayout(absl::Duration timeout) {
   const absl::Time give_up = absl::Now() + timeout;
   absl::Duration backoff = options_.retry.initial_backoff;
   while (true) {
     absl::Status s = FetchLayout();
     if (s.ok() || absl::Now() + backoff > give_up) return s;
-    if (!absl::IsFailedPrecondition(s) && !absl::IsUnavailable(s) &&
-        !absl::IsDeadlineExceeded(s)) {
+    if (!absl::IsFailedPrecondition(s) && !absl::IsUnavailable(s) && !absl::IsDeadlineExceeded(s)) {
       return s;
     }
     absl::SleepFor(JitteredBackoff(backoff));
@@ -213,11 +261,12 @@ absl::Status Cluster::WaitForLayout(absl::Duration timeout) {
   }
 }
 
-absl::StatusOr<bool> Cluster::Init(const ModelLayout& layout, absl::Span<const float> values) {
+absl::StatusOr<bool> Cluster::Impl::Init(const ModelLayout& layout,
+                                         absl::Span<const float> values) {
   if (static_cast<int64_t>(values.size()) != layout.total_elements()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "Init: %d initial values for a layout of %d elements", values.size(),
-        layout.total_elements()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("Init: %d initial values for a layout of %d elements", values.size(),
+                        layout.total_elements()));
   }
   absl::StatusOr<PartitionMap> map =
       PartitionMap::Create(layout, static_cast<uint32_t>(shards_.size()));
@@ -237,8 +286,7 @@ absl::StatusOr<bool> Cluster::Init(const ModelLayout& layout, absl::Span<const f
       *header.mutable_layout() = layout_proto;
       header.set_num_shards(static_cast<uint32_t>(shards_.size()));
       header.set_shard_index(static_cast<uint32_t>(i));
-      WriteChunks(writer.get(), std::move(header), sources, v1::DTYPE_FP32,
-                  options_.message_bytes);
+      WriteChunks(writer.get(), std::move(header), sources, v1::DTYPE_FP32, options_.message_bytes);
       grpc::Status st = writer->Finish();
       applied[i] = st.ok() && reply.applied();
       return st;
@@ -249,9 +297,10 @@ absl::StatusOr<bool> Cluster::Init(const ModelLayout& layout, absl::Span<const f
   return std::all_of(applied.begin(), applied.end(), [](char a) { return a != 0; });
 }
 
-absl::Status Cluster::PullShard(size_t shard, v1::DType dtype, const std::vector<uint32_t>& ids,
-                                const std::vector<uint64_t>* known, FlatDestination dst,
-                                std::vector<uint64_t>* versions, PullCounters* counters) {
+absl::Status Cluster::Impl::PullShard(size_t shard, v1::DType dtype,
+                                      const std::vector<uint32_t>& ids,
+                                      const std::vector<uint64_t>* known, FlatDestination dst,
+                                      std::vector<uint64_t>* versions, PullCounters* counters) {
   const size_t lanes = std::min(shards_[shard]->pull_stubs.size(), ids.size());
   if (lanes <= 1) {
     return PullLane(shard, *shards_[shard]->pull_stubs[0], dtype, ids, known, dst, versions,
@@ -260,30 +309,21 @@ absl::Status Cluster::PullShard(size_t shard, v1::DType dtype, const std::vector
   std::vector<std::vector<uint32_t>> lane_ids(lanes);
   for (size_t i = 0; i < ids.size(); ++i) lane_ids[i % lanes].push_back(ids[i]);
   std::vector<PullCounters> lane_counters(lanes);
-  std::vector<absl::Status> results(lanes);
-  std::vector<std::thread> threads;
-  for (size_t l = 0; l < lanes; ++l) {
-    threads.emplace_back([&, l] {
-      UseSingleThreadedConversion();
-      results[l] = PullLane(shard, *shards_[shard]->pull_stubs[l], dtype, lane_ids[l], known, dst,
-                            versions, &lane_counters[l]);
-    });
-  }
-  for (std::thread& t : threads) t.join();
+  absl::Status s = pool_.Run(lanes, [&](size_t l) {
+    return PullLane(shard, *shards_[shard]->pull_stubs[l], dtype, lane_ids[l], known, dst, versions,
+                    &lane_counters[l]);
+  });
   for (const PullCounters& c : lane_counters) {
     counters->bytes += c.bytes;
     counters->partitions += c.partitions;
   }
-  for (absl::Status& r : results) {
-    if (!r.ok()) return r;
-  }
-  return absl::OkStatus();
+  return s;
 }
 
-absl::Status Cluster::PullLane(size_t shard, v1::ParameterServer::Stub& stub, v1::DType dtype,
-                               const std::vector<uint32_t>& ids, const std::vector<uint64_t>* known,
-                               FlatDestination dst, std::vector<uint64_t>* versions,
-                               PullCounters* counters) {
+absl::Status Cluster::Impl::PullLane(size_t shard, v1::ParameterServer::Stub& stub, v1::DType dtype,
+                                     const std::vector<uint32_t>& ids,
+                                     const std::vector<uint64_t>* known, FlatDestination dst,
+                                     std::vector<uint64_t>* versions, PullCounters* counters) {
   const int64_t width = static_cast<int64_t>(WireBytesPerElement(dtype));
   std::map<uint32_t, int64_t> received;
   return CallWithRetry(shard, "Pull", [&](grpc::ClientContext* ctx) {
@@ -308,8 +348,8 @@ absl::Status Cluster::PullLane(size_t shard, v1::ParameterServer::Stub& stub, v1
           error = absl::StrFormat("malformed pull chunk for partition %d", chunk.partition_id());
           break;
         }
-        const int64_t begin = std::max(p->flat_begin + static_cast<int64_t>(chunk.offset()),
-                                       dst.flat_begin);
+        const int64_t begin =
+            std::max(p->flat_begin + static_cast<int64_t>(chunk.offset()), dst.flat_begin);
         const int64_t end = std::min(p->flat_begin + static_cast<int64_t>(chunk.offset()) + n,
                                      dst.flat_begin + dst.num_elements);
         if (begin < end) {
@@ -334,12 +374,14 @@ absl::Status Cluster::PullLane(size_t shard, v1::ParameterServer::Stub& stub, v1
   });
 }
 
-absl::Status Cluster::Pull(v1::DType wire_dtype, WeightSnapshot* snapshot) {
-  if (!has_layout_) return absl::FailedPreconditionError("Pull: layout not known; call FetchLayout");
+absl::Status Cluster::Impl::Pull(v1::DType wire_dtype, WeightSnapshot* snapshot) {
+  if (!has_layout_)
+    return absl::FailedPreconditionError("Pull: layout not known; call FetchLayout");
   if (!IsValidWireDType(wire_dtype)) return absl::InvalidArgumentError("Pull: bad wire dtype");
   const size_t num_partitions = map_.partitions().size();
-  const bool conditional = snapshot->versions.size() == num_partitions &&
-                           static_cast<int64_t>(snapshot->values.size()) == layout_.total_elements();
+  const bool conditional =
+      snapshot->versions.size() == num_partitions &&
+      static_cast<int64_t>(snapshot->values.size()) == layout_.total_elements();
   if (!conditional) {
     // Every element is overwritten by the pull, so no zero-fill is needed.
     snapshot->values.resize(layout_.total_elements());
@@ -351,8 +393,8 @@ absl::Status Cluster::Pull(v1::DType wire_dtype, WeightSnapshot* snapshot) {
   std::vector<PullCounters> counters(shards_.size());
   const FlatDestination dst{0, snapshot->values.data(), layout_.total_elements()};
   absl::Status s = ForEachShard([&](size_t i) {
-    return PullShard(i, wire_dtype, map_.PartitionsOfShard(i), conditional ? &known : nullptr,
-                     dst, &snapshot->versions, &counters[i]);
+    return PullShard(i, wire_dtype, map_.PartitionsOfShard(i), conditional ? &known : nullptr, dst,
+                     &snapshot->versions, &counters[i]);
   });
   snapshot->bytes_received = 0;
   snapshot->partitions_received = 0;
@@ -363,8 +405,8 @@ absl::Status Cluster::Pull(v1::DType wire_dtype, WeightSnapshot* snapshot) {
   return s;
 }
 
-absl::StatusOr<std::vector<float>> Cluster::PullTensor(absl::string_view name,
-                                                       v1::DType wire_dtype) {
+absl::StatusOr<std::vector<float>> Cluster::Impl::PullTensor(absl::string_view name,
+                                                             v1::DType wire_dtype) {
   if (!has_layout_) return absl::FailedPreconditionError("PullTensor: layout not known");
   if (!IsValidWireDType(wire_dtype)) return absl::InvalidArgumentError("bad wire dtype");
   const TensorSlot* slot = layout_.Find(name);
@@ -386,19 +428,18 @@ absl::StatusOr<std::vector<float>> Cluster::PullTensor(absl::string_view name,
   return out;
 }
 
-absl::StatusOr<PushResult> Cluster::Push(absl::Span<const float> gradient,
-                                         absl::Span<const uint64_t> base_versions,
-                                         v1::DType wire_dtype, std::string push_id) {
+absl::StatusOr<PushResult> Cluster::Impl::Push(absl::Span<const float> gradient,
+                                               absl::Span<const uint64_t> base_versions,
+                                               v1::DType wire_dtype, std::string push_id) {
   if (!has_layout_) return absl::FailedPreconditionError("Push: layout not known");
   if (static_cast<int64_t>(gradient.size()) != layout_.total_elements()) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "Push: gradient has %d elements, the model %d", gradient.size(),
-        layout_.total_elements()));
+        "Push: gradient has %d elements, the model %d", gradient.size(), layout_.total_elements()));
   }
   return PushSpans({FlatSpan{0, gradient}}, base_versions, wire_dtype, std::move(push_id));
 }
 
-absl::StatusOr<PushResult> Cluster::PushTensors(
+absl::StatusOr<PushResult> Cluster::Impl::PushTensors(
     const std::vector<std::pair<std::string, absl::Span<const float>>>& gradients,
     absl::Span<const uint64_t> base_versions, v1::DType wire_dtype, std::string push_id) {
   if (!has_layout_) return absl::FailedPreconditionError("PushTensors: layout not known");
@@ -409,23 +450,23 @@ absl::StatusOr<PushResult> Cluster::PushTensors(
       return absl::NotFoundError(absl::StrCat("model has no tensor named '", name, "'"));
     }
     if (static_cast<int64_t>(values.size()) != slot->num_elements) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "gradient for '%s' has %d elements, the tensor %d", name, values.size(),
-          slot->num_elements));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("gradient for '%s' has %d elements, the tensor %d", name, values.size(),
+                          slot->num_elements));
     }
     spans.push_back(FlatSpan{slot->flat_offset, values});
   }
   return PushSpans(spans, base_versions, wire_dtype, std::move(push_id));
 }
 
-absl::StatusOr<PushResult> Cluster::PushSpans(const std::vector<FlatSpan>& spans,
-                                              absl::Span<const uint64_t> base_versions,
-                                              v1::DType wire_dtype, std::string push_id) {
+absl::StatusOr<PushResult> Cluster::Impl::PushSpans(const std::vector<FlatSpan>& spans,
+                                                    absl::Span<const uint64_t> base_versions,
+                                                    v1::DType wire_dtype, std::string push_id) {
   if (!IsValidWireDType(wire_dtype)) return absl::InvalidArgumentError("Push: bad wire dtype");
   if (base_versions.size() != map_.partitions().size()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "Push: %d base versions for %d partitions", base_versions.size(),
-        map_.partitions().size()));
+    return absl::InvalidArgumentError(absl::StrFormat("Push: %d base versions for %d partitions",
+                                                      base_versions.size(),
+                                                      map_.partitions().size()));
   }
   if (push_id.empty()) push_id = NewPushId();
   std::vector<std::vector<ChunkSource>> sources(shards_.size());
@@ -447,8 +488,7 @@ absl::StatusOr<PushResult> Cluster::PushSpans(const std::vector<FlatSpan>& spans
       v1::PushRequest header;
       header.set_push_id(push_id);
       header.set_dtype(wire_dtype);
-      WriteChunks(writer.get(), std::move(header), sources[i], wire_dtype,
-                  options_.message_bytes);
+      WriteChunks(writer.get(), std::move(header), sources[i], wire_dtype, options_.message_bytes);
       return writer->Finish();
     });
   });
@@ -478,7 +518,7 @@ absl::StatusOr<PushResult> Cluster::PushSpans(const std::vector<FlatSpan>& spans
   return result;
 }
 
-absl::StatusOr<std::vector<v1::StatsResponse>> Cluster::Stats() {
+absl::StatusOr<std::vector<v1::StatsResponse>> Cluster::Impl::Stats() {
   std::vector<v1::StatsResponse> replies(shards_.size());
   absl::Status s = ForEachShard([&](size_t i) {
     return CallWithRetry(i, "Stats", [&](grpc::ClientContext* ctx) {
@@ -488,5 +528,44 @@ absl::StatusOr<std::vector<v1::StatsResponse>> Cluster::Stats() {
   if (!s.ok()) return s;
   return replies;
 }
+
+// ------------------------------------------------------ the public face
+
+Cluster::Cluster(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Cluster::~Cluster() = default;
+
+absl::StatusOr<bool> Cluster::Init(const ModelLayout& layout, absl::Span<const float> values) {
+  return impl_->Init(layout, values);
+}
+absl::Status Cluster::FetchLayout() { return impl_->FetchLayout(); }
+absl::Status Cluster::WaitForLayout(absl::Duration timeout) {
+  return impl_->WaitForLayout(timeout);
+}
+bool Cluster::has_layout() const { return impl_->has_layout_; }
+const ModelLayout& Cluster::layout() const { return impl_->layout_; }
+const PartitionMap& Cluster::partition_map() const { return impl_->map_; }
+size_t Cluster::num_shards() const { return impl_->shards_.size(); }
+const std::string& Cluster::shard_address(size_t shard) const {
+  return impl_->shards_.at(shard)->address;
+}
+absl::Status Cluster::Pull(v1::DType wire_dtype, WeightSnapshot* snapshot) {
+  return impl_->Pull(wire_dtype, snapshot);
+}
+absl::StatusOr<std::vector<float>> Cluster::PullTensor(absl::string_view name,
+                                                       v1::DType wire_dtype) {
+  return impl_->PullTensor(name, wire_dtype);
+}
+absl::StatusOr<PushResult> Cluster::Push(absl::Span<const float> gradient,
+                                         absl::Span<const uint64_t> base_versions,
+                                         v1::DType wire_dtype, std::string push_id) {
+  return impl_->Push(gradient, base_versions, wire_dtype, std::move(push_id));
+}
+absl::StatusOr<PushResult> Cluster::PushTensors(
+    const std::vector<std::pair<std::string, absl::Span<const float>>>& gradients,
+    absl::Span<const uint64_t> base_versions, v1::DType wire_dtype, std::string push_id) {
+  return impl_->PushTensors(gradients, base_versions, wire_dtype, std::move(push_id));
+}
+absl::StatusOr<std::vector<v1::StatsResponse>> Cluster::Stats() { return impl_->Stats(); }
+std::string Cluster::NewPushId() { return impl_->NewPushId(); }
 
 }  // namespace spotps

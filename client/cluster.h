@@ -1,7 +1,8 @@
 // spotps client library: the one way trainers and other services talk to the
 // parameter-server shards.
 //
-//   auto cluster = spotps::Cluster::Connect("10.0.0.1:7000,10.0.0.2:7000");
+//   absl::StatusOr<std::unique_ptr<spotps::Cluster>> cluster =
+//       spotps::Cluster::Connect("10.0.0.1:7000,10.0.0.2:7000");
 //   if (!cluster.ok()) ...
 //   absl::Status s = (*cluster)->FetchLayout();       // model must be initialised
 //   spotps::WeightSnapshot w;
@@ -9,29 +10,43 @@
 //   ... compute a gradient g over w.values ...
 //   auto r = (*cluster)->Push(g, w.versions, spotps::v1::DTYPE_BF16);
 //
-// Every RPC has a deadline; UNAVAILABLE and DEADLINE_EXCEEDED are retried a
-// bounded number of times with jittered exponential backoff. Pushes carry an
-// id, so a retry of a push that did land is not applied twice.
+// Errors. Every call returns absl::Status (or StatusOr); a message names the
+// shard ("shard 1 (host:port) Push: ..."). Every RPC has a deadline
+// (ClusterOptions::retry.deadline); UNAVAILABLE and DEADLINE_EXCEEDED are
+// retried a bounded number of times with jittered exponential backoff and
+// are returned only when the attempts ran out. Codes a caller must handle:
+//
+//   UNAVAILABLE / DEADLINE_EXCEEDED  a shard is down or unreachable for
+//       longer than the retries: try again later (trainers back off).
+//   FAILED_PRECONDITION  the model is not initialised yet, the shards hold
+//       a different model, or the shard list is not in shard-index order.
+//   ABORTED (Push)  the gradient is too stale for --max_staleness, or, in
+//       sync mode, a round was applied since its weights were pulled: pull
+//       again and recompute. Nothing of the push was applied on that shard.
+//   OUT_OF_RANGE (Push)  a base version is newer than the shard's: the shard
+//       restarted from a checkpoint. Pull again and recompute.
+//   INVALID_ARGUMENT / NOT_FOUND  a bug in the caller: sizes, names, dtype.
+//
+// Pushes carry an id, so a retry of a push that did land is not applied
+// twice (PushResult::duplicate), as long as the shard has not restarted.
 #ifndef SPOTPS_CLIENT_CLUSTER_H_
 #define SPOTPS_CLIENT_CLUSTER_H_
 
-#include <atomic>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "client/model_layout.h"
-#include "client/partition_map.h"
-#include "client/rpc_retry.h"
-#include "spotps/v1/parameter_server.grpc.pb.h"
+#include "common/model_layout.h"
+#include "common/partition_map.h"
+#include "common/retry_policy.h"
+#include "spotps/v1/parameter_server.pb.h"
 
 namespace spotps {
 
@@ -58,12 +73,12 @@ struct WeightSnapshot {
 };
 
 struct PushResult {
-  bool duplicate = false;     // Every shard had already applied this push id.
+  bool duplicate = false;  // Every shard had already applied this push id.
   // Shards in sync mode hold the gradient for the open round; it is applied
   // once the coordinator closes the round (commit the unit with this id).
   bool deferred = false;
   uint64_t max_staleness = 0;
-  uint64_t global_step = 0;   // Highest shard global step after the push.
+  uint64_t global_step = 0;  // Highest shard global step after the push.
   int64_t bytes_sent = 0;
 };
 
@@ -73,103 +88,79 @@ struct FlatSpan {
   absl::Span<const float> values;
 };
 
-// Owns one gRPC channel per shard and the model's layout and partition map
-// once known. Thread-compatible for setup (Connect, Init, FetchLayout);
-// Pull, Push and Stats may then be called from several threads at once.
+// Owns one set of gRPC connections per shard, the threads that call them in
+// parallel, and the model's layout and partition map once known.
+// Thread-compatible for setup (Connect, Init, FetchLayout, WaitForLayout);
+// Pull, PullTensor, Push, PushTensors and Stats may then be called from
+// several threads at once.
 class Cluster {
  public:
   // `shard_list` is "host:port,host:port,..." in shard-index order. Does not
-  // contact the shards.
+  // contact the shards. INVALID_ARGUMENT for an empty or malformed list, or
+  // options out of range.
   static absl::StatusOr<std::unique_ptr<Cluster>> Connect(absl::string_view shard_list,
                                                           const ClusterOptions& options = {});
   ~Cluster();
 
   // Initialises every shard with this layout and initial values (the whole
-  // flat space). Safe when many clients race: each shard keeps the first valid
-  // init; an identical layout succeeds; a different layout fails with
+  // flat space). Safe when many clients race: each shard keeps the first
+  // valid init; an identical layout succeeds; a different layout fails with
   // FAILED_PRECONDITION. Returns true if this call's values were applied on
-  // every shard. Afterwards layout() and partition_map() are valid.
+  // every shard, false if another client's were kept. Afterwards layout()
+  // and partition_map() are valid.
   absl::StatusOr<bool> Init(const ModelLayout& layout, absl::Span<const float> values);
 
   // Reads the layout from every shard and checks they agree (and that the
   // shard list is in the shards' own order). FAILED_PRECONDITION if the model
-  // is not initialised yet.
+  // is not initialised yet, the shards disagree, or the list is out of order.
   absl::Status FetchLayout();
-  // FetchLayout, polling with backoff until the model is initialised.
+  // FetchLayout, polling with backoff until the model is initialised or
+  // `timeout` passed (then the last error: FAILED_PRECONDITION or
+  // UNAVAILABLE).
   absl::Status WaitForLayout(absl::Duration timeout);
 
-  bool has_layout() const { return has_layout_; }
-  const ModelLayout& layout() const { return layout_; }
-  const PartitionMap& partition_map() const { return map_; }
-  size_t num_shards() const { return shards_.size(); }
+  // Valid after a successful Init, FetchLayout or WaitForLayout.
+  bool has_layout() const;
+  const ModelLayout& layout() const;
+  const PartitionMap& partition_map() const;
+  size_t num_shards() const;
   const std::string& shard_address(size_t shard) const;
 
   // Pulls the whole model from all shards in parallel. If `snapshot` already
-  // holds versions for every partition, only changed partitions travel.
+  // holds versions for every partition, only changed partitions travel. On
+  // error, only partitions that arrived whole get their new version; others
+  // may hold some new values but keep their old version, so the next Pull
+  // fetches them again.
   absl::Status Pull(v1::DType wire_dtype, WeightSnapshot* snapshot);
-  // Pulls one named tensor (always the current values).
+  // Pulls one named tensor (always the current values). NOT_FOUND for an
+  // unknown name.
   absl::StatusOr<std::vector<float>> PullTensor(absl::string_view name, v1::DType wire_dtype);
 
   // Pushes a gradient for the whole flat space, computed from weights at
   // `base_versions` (one per partition, as in WeightSnapshot). An empty
-  // push_id gets a fresh one; pass the same id to retry by hand.
+  // push_id gets a fresh one; pass the same id to retry by hand. Each shard
+  // applies its part whole or not at all; on an error some shards may have
+  // applied their part (retry with the same id: those report duplicate).
   absl::StatusOr<PushResult> Push(absl::Span<const float> gradient,
-                                  absl::Span<const uint64_t> base_versions,
-                                  v1::DType wire_dtype, std::string push_id = {});
+                                  absl::Span<const uint64_t> base_versions, v1::DType wire_dtype,
+                                  std::string push_id = {});
   // Pushes gradients for named tensors only; the shard applies the optimizer
-  // to exactly those elements.
+  // to exactly those elements. NOT_FOUND for an unknown name.
   absl::StatusOr<PushResult> PushTensors(
       const std::vector<std::pair<std::string, absl::Span<const float>>>& gradients,
-      absl::Span<const uint64_t> base_versions, v1::DType wire_dtype,
-      std::string push_id = {});
+      absl::Span<const uint64_t> base_versions, v1::DType wire_dtype, std::string push_id = {});
 
+  // Every shard's counters, in shard order.
   absl::StatusOr<std::vector<v1::StatsResponse>> Stats();
 
   // A process-unique id for a push: a random 64-bit prefix and a counter.
   std::string NewPushId();
 
  private:
-  struct Shard;
-  // Where pulled values go: flat elements [flat_begin, flat_begin + n).
-  struct FlatDestination {
-    int64_t flat_begin;
-    float* values;
-    int64_t num_elements;
-  };
-  struct PullCounters {
-    int64_t bytes = 0;
-    int64_t partitions = 0;
-  };
-  Cluster(std::vector<std::unique_ptr<Shard>> shards, const ClusterOptions& options);
+  class Impl;
+  explicit Cluster(std::unique_ptr<Impl> impl);
 
-  // Runs fn(shard) for every shard in parallel; returns the first error.
-  absl::Status ForEachShard(const std::function<absl::Status(size_t)>& fn);
-  // Calls `attempt` with a fresh context until it succeeds, fails with a
-  // non-retryable code, or max_attempts is reached.
-  absl::Status CallWithRetry(size_t shard, absl::string_view method,
-                             const std::function<grpc::Status(grpc::ClientContext*)>& attempt);
-  absl::Status SetLayout(const ModelLayout& layout);
-  // Pulls partitions `ids` of one shard. With `known`, a partition is sent
-  // only if its version differs from known[id]; `versions`, if given, gets
-  // the version of each partition that arrived whole.
-  absl::Status PullShard(size_t shard, v1::DType dtype, const std::vector<uint32_t>& ids,
-                         const std::vector<uint64_t>* known, FlatDestination dst,
-                         std::vector<uint64_t>* versions, PullCounters* counters);
-  absl::Status PullLane(size_t shard, v1::ParameterServer::Stub& stub, v1::DType dtype,
-                        const std::vector<uint32_t>& ids, const std::vector<uint64_t>* known,
-                        FlatDestination dst, std::vector<uint64_t>* versions,
-                        PullCounters* counters);
-  absl::StatusOr<PushResult> PushSpans(const std::vector<FlatSpan>& spans,
-                                       absl::Span<const uint64_t> base_versions,
-                                       v1::DType wire_dtype, std::string push_id);
-
-  std::vector<std::unique_ptr<Shard>> shards_;
-  ClusterOptions options_;
-  bool has_layout_ = false;
-  ModelLayout layout_;
-  PartitionMap map_;
-  uint64_t push_id_prefix_;
-  std::atomic<uint64_t> push_counter_{0};
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace spotps

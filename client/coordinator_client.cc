@@ -1,14 +1,22 @@
 #include "client/coordinator_client.h"
 
+#include <grpcpp/grpcpp.h>
+
 #include "absl/strings/str_cat.h"
+#include "common/rpc_retry.h"
+#include "spotps/v1/coordinator.grpc.pb.h"
 
 namespace spotps {
+
+struct CoordinatorClient::Connection {
+  std::unique_ptr<v1::Coordinator::Stub> stub;
+};
 
 absl::StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Connect(
     const std::string& address, const RetryPolicy& policy) {
   if (address.find(':') == std::string::npos || address.find(',') != std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "coordinator address '", address, "' is not one host:port (shard 0's address)"));
+    return absl::InvalidArgumentError(absl::StrCat("coordinator address '", address,
+                                                   "' is not one host:port (shard 0's address)"));
   }
   return std::unique_ptr<CoordinatorClient>(new CoordinatorClient(address, policy));
 }
@@ -18,9 +26,11 @@ CoordinatorClient::CoordinatorClient(std::string address, const RetryPolicy& pol
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-  stub_ = v1::Coordinator::NewStub(
-      grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args));
+  connection_ = std::make_unique<Connection>(Connection{v1::Coordinator::NewStub(
+      grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args))});
 }
+
+CoordinatorClient::~CoordinatorClient() = default;
 
 absl::StatusOr<v1::RegisterResponse> CoordinatorClient::Register(const std::string& name) {
   v1::RegisterRequest request;
@@ -28,7 +38,7 @@ absl::StatusOr<v1::RegisterResponse> CoordinatorClient::Register(const std::stri
   v1::RegisterResponse response;
   absl::Status s = CallWithRetry(policy_, absl::StrCat("coordinator ", address_, " Register"),
                                  [&](grpc::ClientContext* ctx) {
-                                   return stub_->Register(ctx, request, &response);
+                                   return connection_->stub->Register(ctx, request, &response);
                                  });
   if (!s.ok()) return s;
   return response;
@@ -40,7 +50,7 @@ absl::Status CoordinatorClient::Heartbeat(uint64_t worker_id) {
   v1::HeartbeatResponse response;
   return CallWithRetry(policy_, absl::StrCat("coordinator ", address_, " Heartbeat"),
                        [&](grpc::ClientContext* ctx) {
-                         return stub_->Heartbeat(ctx, request, &response);
+                         return connection_->stub->Heartbeat(ctx, request, &response);
                        });
 }
 
@@ -50,7 +60,7 @@ absl::Status CoordinatorClient::Deregister(uint64_t worker_id) {
   v1::DeregisterResponse response;
   return CallWithRetry(policy_, absl::StrCat("coordinator ", address_, " Deregister"),
                        [&](grpc::ClientContext* ctx) {
-                         return stub_->Deregister(ctx, request, &response);
+                         return connection_->stub->Deregister(ctx, request, &response);
                        });
 }
 
@@ -60,14 +70,14 @@ absl::StatusOr<v1::AcquireUnitResponse> CoordinatorClient::Acquire(uint64_t work
   v1::AcquireUnitResponse response;
   absl::Status s = CallWithRetry(policy_, absl::StrCat("coordinator ", address_, " AcquireUnit"),
                                  [&](grpc::ClientContext* ctx) {
-                                   return stub_->AcquireUnit(ctx, request, &response);
+                                   return connection_->stub->AcquireUnit(ctx, request, &response);
                                  });
   if (!s.ok()) return s;
   return response;
 }
 
-absl::StatusOr<bool> CoordinatorClient::Commit(uint64_t worker_id, uint32_t epoch,
-                                               uint64_t index, const std::string& push_id) {
+absl::StatusOr<bool> CoordinatorClient::Commit(uint64_t worker_id, uint32_t epoch, uint64_t index,
+                                               const std::string& push_id) {
   v1::CommitUnitRequest request;
   request.set_worker_id(worker_id);
   request.set_epoch(epoch);
@@ -76,7 +86,7 @@ absl::StatusOr<bool> CoordinatorClient::Commit(uint64_t worker_id, uint32_t epoc
   v1::CommitUnitResponse response;
   absl::Status s = CallWithRetry(policy_, absl::StrCat("coordinator ", address_, " CommitUnit"),
                                  [&](grpc::ClientContext* ctx) {
-                                   return stub_->CommitUnit(ctx, request, &response);
+                                   return connection_->stub->CommitUnit(ctx, request, &response);
                                  });
   if (!s.ok()) return s;
   return response.duplicate();
@@ -90,16 +100,16 @@ absl::Status CoordinatorClient::Release(uint64_t worker_id, uint32_t epoch, uint
   v1::ReleaseUnitResponse response;
   return CallWithRetry(policy_, absl::StrCat("coordinator ", address_, " ReleaseUnit"),
                        [&](grpc::ClientContext* ctx) {
-                         return stub_->ReleaseUnit(ctx, request, &response);
+                         return connection_->stub->ReleaseUnit(ctx, request, &response);
                        });
 }
 
 absl::StatusOr<v1::ProgressResponse> CoordinatorClient::Progress() {
   v1::ProgressResponse response;
-  absl::Status s = CallWithRetry(policy_, absl::StrCat("coordinator ", address_, " Progress"),
-                                 [&](grpc::ClientContext* ctx) {
-                                   return stub_->Progress(ctx, v1::ProgressRequest(), &response);
-                                 });
+  absl::Status s = CallWithRetry(
+      policy_, absl::StrCat("coordinator ", address_, " Progress"), [&](grpc::ClientContext* ctx) {
+        return connection_->stub->Progress(ctx, v1::ProgressRequest(), &response);
+      });
   if (!s.ok()) return s;
   return response;
 }
@@ -108,8 +118,8 @@ absl::StatusOr<v1::CheckpointNowResponse> CoordinatorClient::CheckpointNow() {
   v1::CheckpointNowResponse response;
   absl::Status s = CallWithRetry(policy_, absl::StrCat("coordinator ", address_, " CheckpointNow"),
                                  [&](grpc::ClientContext* ctx) {
-                                   return stub_->CheckpointNow(ctx, v1::CheckpointNowRequest(),
-                                                               &response);
+                                   return connection_->stub->CheckpointNow(
+                                       ctx, v1::CheckpointNowRequest(), &response);
                                  });
   if (!s.ok()) return s;
   return response;

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "client/rpc_retry.h"
-#include "spotps/v1/coordinator.grpc.pb.h"
+#include "common/retry_policy.h"
+#include "spotps/v1/coordinator.pb.h"
 
 namespace spotps {
 
@@ -16,13 +16,23 @@ namespace spotps {
 // and bounded retries (RetryPolicy); thread-safe.
 class CoordinatorClient {
  public:
-  static absl::StatusOr<std::unique_ptr<CoordinatorClient>> Connect(
-      const std::string& address, const RetryPolicy& policy = {});
+  static absl::StatusOr<std::unique_ptr<CoordinatorClient>> Connect(const std::string& address,
+                                                                    const RetryPolicy& policy = {});
 
+  ~CoordinatorClient();
+
+  // Every call returns UNAVAILABLE or DEADLINE_EXCEEDED once its retries ran
+  // out (shard 0 down), and UNIMPLEMENTED if shard 0 hosts no coordinator
+  // (started without --epochs).
+
+  // A new lease; the response says how often to heartbeat and the job's
+  // consistency mode.
   absl::StatusOr<v1::RegisterResponse> Register(const std::string& name);
-  // NOT_FOUND: the lease expired; register again.
+  // NOT_FOUND: the lease expired (or the coordinator restarted); register
+  // again under a new id.
   absl::Status Heartbeat(uint64_t worker_id);
   absl::Status Deregister(uint64_t worker_id);
+  // The next work unit, or WAIT / DONE in the response. NOT_FOUND: lease gone.
   absl::StatusOr<v1::AcquireUnitResponse> Acquire(uint64_t worker_id);
   // Returns true if the unit had already been committed. In sync mode
   // `push_id` names the push that carried the unit's gradient (required);
@@ -32,6 +42,8 @@ class CoordinatorClient {
   absl::Status Release(uint64_t worker_id, uint32_t epoch, uint64_t index);
   absl::StatusOr<v1::ProgressResponse> Progress();
   // Runs a checkpoint round across all shards now; returns its id.
+  // FAILED_PRECONDITION before the model is initialised; UNIMPLEMENTED if
+  // the shards run without --checkpoint_dir.
   absl::StatusOr<v1::CheckpointNowResponse> CheckpointNow();
 
  private:
@@ -39,7 +51,8 @@ class CoordinatorClient {
 
   const std::string address_;
   const RetryPolicy policy_;
-  std::unique_ptr<v1::Coordinator::Stub> stub_;
+  struct Connection;  // The channel and stub, kept out of this header.
+  std::unique_ptr<Connection> connection_;
 };
 
 }  // namespace spotps

@@ -9,6 +9,8 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
 #include "client/cluster.h"
+#include "common/exit_status.h"
+#include "common/log.h"
 
 ABSL_FLAG(std::string, ps, "127.0.0.1:7000", "Shard addresses host:port,... in shard order.");
 ABSL_FLAG(std::string, tensor, "", "Pull only this named tensor.");
@@ -22,39 +24,38 @@ double Norm(const float* v, size_t n) {
   return std::sqrt(sum);
 }
 
-int Fail(const absl::Status& s) {
-  std::fprintf(stderr, "spotps-client-example: %s\n", s.ToString().c_str());
-  return 1;
-}
+using spotps::RuntimeError;
+using spotps::UsageError;
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  spotps::SetLogProgramName("spotps-client-example");
   absl::ParseCommandLine(argc, argv);
   auto cluster = spotps::Cluster::Connect(absl::GetFlag(FLAGS_ps));
-  if (!cluster.ok()) return Fail(cluster.status());
+  if (!cluster.ok()) return RuntimeError(cluster.status());
   if (auto s = (*cluster)->WaitForLayout(absl::Seconds(absl::GetFlag(FLAGS_wait_s))); !s.ok()) {
-    return Fail(s);
+    return RuntimeError(s);
   }
   const spotps::ModelLayout& layout = (*cluster)->layout();
   std::printf("model: %s on %zu shards\n", layout.Summary().c_str(), (*cluster)->num_shards());
 
   if (const std::string name = absl::GetFlag(FLAGS_tensor); !name.empty()) {
     auto values = (*cluster)->PullTensor(name, spotps::v1::DTYPE_FP32);
-    if (!values.ok()) return Fail(values.status());
+    if (!values.ok()) return RuntimeError(values.status());
     std::printf("%s: %zu elements, L2 norm %.6f\n", name.c_str(), values->size(),
                 Norm(values->data(), values->size()));
     return 0;
   }
   spotps::WeightSnapshot weights;
-  if (auto s = (*cluster)->Pull(spotps::v1::DTYPE_BF16, &weights); !s.ok()) return Fail(s);
+  if (auto s = (*cluster)->Pull(spotps::v1::DTYPE_BF16, &weights); !s.ok()) return RuntimeError(s);
   for (const spotps::TensorSlot& t : layout.tensors()) {
     std::printf("  %-40s %10lld elements  L2 norm %.6f\n", t.name.c_str(),
                 static_cast<long long>(t.num_elements),
                 Norm(weights.values.data() + t.flat_offset, t.num_elements));
   }
   auto stats = (*cluster)->Stats();
-  if (!stats.ok()) return Fail(stats.status());
+  if (!stats.ok()) return RuntimeError(stats.status());
   for (const auto& st : *stats) {
     std::printf("shard %u: global_step=%llu pushes=%llu mean_staleness=%.2f lr=%.3g\n",
                 st.shard_index(), static_cast<unsigned long long>(st.global_step()),

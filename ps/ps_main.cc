@@ -4,10 +4,9 @@
 //
 // Serves until SIGTERM or SIGINT, then finishes in-flight RPCs (bounded by
 // --shutdown_grace_s) and exits 0.
-#include <grpcpp/grpcpp.h>
-
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -21,15 +20,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "client/atomic_file.h"
-#include "client/transport_args.h"
-#include "ps/checkpoint_rounds.h"
-#include "ps/coordinator_service.h"
-#include "ps/parameter_server_service.h"
-#include "ps/peer_shards.h"
-#include "ps/shard_checkpointer.h"
-#include "ps/shard_store.h"
-#include "ps/sync_rounds.h"
+#include "common/atomic_file.h"
+#include "common/exit_status.h"
+#include "common/log.h"
+#include "common/transport_args.h"
+#include "ps/checkpoint/checkpoint_round_driver.h"
+#include "ps/checkpoint/shard_checkpointer.h"
+#include "ps/coordination/peer_shards.h"
+#include "ps/coordination/sync_round_driver.h"
+#include "ps/rpc/coordinator_service.h"
+#include "ps/rpc/parameter_server_service.h"
+#include "ps/store/shard_store.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:7000", "Address to serve on; port 0 picks a free port.");
 ABSL_FLAG(std::string, port_file, "", "If set, the bound port is written here (atomically).");
@@ -74,10 +75,8 @@ ABSL_FLAG(std::string, peers, "",
 
 namespace {
 
-int Fail(const absl::Status& s) {
-  std::fprintf(stderr, "spotps-ps: %s\n", s.ToString().c_str());
-  return 2;
-}
+using spotps::RuntimeError;
+using spotps::UsageError;
 
 absl::StatusOr<spotps::ShardOptions> OptionsFromFlags() {
   spotps::ShardOptions o;
@@ -185,39 +184,40 @@ absl::StatusOr<std::unique_ptr<spotps::ShardCheckpointer>> RestoreFromFlags(
 
 int main(int argc, char** argv) {
   const absl::Time process_start = absl::Now();
+  spotps::SetLogProgramName("spotps-ps");
   absl::SetProgramUsageMessage("spotps parameter-server shard");
   absl::ParseCommandLine(argc, argv);
   spotps::TuneAllocatorForBulkTransfers();
   absl::StatusOr<spotps::ShardOptions> options = OptionsFromFlags();
-  if (!options.ok()) return Fail(options.status());
+  if (!options.ok()) return UsageError(options.status());
   absl::StatusOr<std::unique_ptr<spotps::ShardStore>> store = spotps::ShardStore::Create(*options);
-  if (!store.ok()) return Fail(store.status());
+  if (!store.ok()) return UsageError(store.status());
 
   absl::StatusOr<std::unique_ptr<spotps::Coordinator>> coordinator =
       CoordinatorFromFlags(options->shard_index);
-  if (!coordinator.ok()) return Fail(coordinator.status());
+  if (!coordinator.ok()) return UsageError(coordinator.status());
 
   absl::StatusOr<std::unique_ptr<spotps::ShardCheckpointer>> checkpointer =
       RestoreFromFlags(store->get(), coordinator->get());
-  if (!checkpointer.ok()) return Fail(checkpointer.status());
+  if (!checkpointer.ok()) return RuntimeError(checkpointer.status());
   absl::StatusOr<std::unique_ptr<spotps::PeerShards>> peers =
       PeersFromFlags(*options, *checkpointer != nullptr);
-  if (!peers.ok()) return Fail(peers.status());
-  std::unique_ptr<spotps::CheckpointRounds> rounds;
+  if (!peers.ok()) return UsageError(peers.status());
+  std::unique_ptr<spotps::CheckpointRoundDriver> rounds;
   if (*checkpointer != nullptr && options->shard_index == 0) {
     spotps::CheckpointRoundOptions round_options;
     round_options.every = absl::Seconds(absl::GetFlag(FLAGS_checkpoint_every_s));
-    rounds = std::make_unique<spotps::CheckpointRounds>(
+    rounds = std::make_unique<spotps::CheckpointRoundDriver>(
         store->get(), checkpointer->get(), coordinator->get(), peers->get(), round_options);
   }
-  std::unique_ptr<spotps::SyncRounds> sync_rounds;
+  std::unique_ptr<spotps::SyncRoundDriver> sync_rounds;
   if (options->sync_rounds && options->shard_index == 0) {
     if (*coordinator == nullptr) {
-      return Fail(absl::InvalidArgumentError(
+      return UsageError(absl::InvalidArgumentError(
           "--consistency=sync needs shard 0 to coordinate (--epochs): rounds close there"));
     }
     sync_rounds =
-        std::make_unique<spotps::SyncRounds>(store->get(), coordinator->get(), peers->get());
+        std::make_unique<spotps::SyncRoundDriver>(store->get(), coordinator->get(), peers->get());
   }
 
   spotps::ParameterServerService service(store->get(), checkpointer->get(), RandomIncarnation());
@@ -242,12 +242,12 @@ int main(int argc, char** argv) {
   }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
-    return Fail(absl::UnavailableError(
-        absl::StrCat("cannot listen on ", absl::GetFlag(FLAGS_listen))));
+    return RuntimeError(
+        absl::UnavailableError(absl::StrCat("cannot listen on ", absl::GetFlag(FLAGS_listen))));
   }
   if (const std::string path = absl::GetFlag(FLAGS_port_file); !path.empty()) {
     if (absl::Status s = spotps::WriteFileAtomically(path, absl::StrCat(port, "\n")); !s.ok()) {
-      return Fail(s);
+      return RuntimeError(s);
     }
   }
   std::printf(

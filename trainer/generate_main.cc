@@ -11,13 +11,15 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_split.h"
 #include "client/cluster.h"
-#include "client/transport_args.h"
-#include "trainer/byte_tokenizer.h"
-#include "trainer/compute_runtime.h"
-#include "trainer/evaluation.h"
-#include "trainer/model_flags.h"
-#include "trainer/parameter_binding.h"
-#include "trainer/text_generation.h"
+#include "common/exit_status.h"
+#include "common/log.h"
+#include "common/transport_args.h"
+#include "trainer/data/byte_tokenizer.h"
+#include "trainer/model/evaluation.h"
+#include "trainer/model/model_flags.h"
+#include "trainer/model/parameter_binding.h"
+#include "trainer/model/text_generation.h"
+#include "trainer/runtime/compute_runtime.h"
 
 ABSL_FLAG(std::string, ps, "127.0.0.1:7000", "Shard addresses host:port,... in shard order.");
 ABSL_FLAG(std::string, data, "", "Token file; if set, prints its validation loss.");
@@ -34,46 +36,46 @@ ABSL_FLAG(double, wait_s, 30, "Seconds to wait for the model to be initialised."
 
 namespace {
 
-int Fail(const absl::Status& s) {
-  std::fprintf(stderr, "spotps-generate: %s\n", s.ToString().c_str());
-  return 1;
-}
+using spotps::RuntimeError;
+using spotps::UsageError;
 
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("sample text from the weights a spotps cluster holds");
+  spotps::SetLogProgramName("spotps-generate");
   absl::ParseCommandLine(argc, argv);
   spotps::TuneAllocatorForBulkTransfers();
-  absl::StatusOr<spotps::ComputeDType> dtype = spotps::ParseComputeDType(absl::GetFlag(FLAGS_dtype));
-  if (!dtype.ok()) return Fail(dtype.status());
+  absl::StatusOr<spotps::ComputeDType> dtype =
+      spotps::ParseComputeDType(absl::GetFlag(FLAGS_dtype));
+  if (!dtype.ok()) return UsageError(dtype.status());
   absl::StatusOr<spotps::ComputeRuntimeInfo> runtime =
       spotps::ConfigureComputeRuntime(spotps::ComputeRuntimeOptionsFromFlags(*dtype));
-  if (!runtime.ok()) return Fail(runtime.status());
+  if (!runtime.ok()) return RuntimeError(runtime.status());
   absl::StatusOr<spotps::GptConfig> config = spotps::GptConfigFromFlags();
-  if (!config.ok()) return Fail(config.status());
+  if (!config.ok()) return UsageError(config.status());
   absl::StatusOr<spotps::GptModel> model = spotps::CreateGptModel(*config, 0);
-  if (!model.ok()) return Fail(model.status());
+  if (!model.ok()) return RuntimeError(model.status());
   absl::StatusOr<spotps::ParameterBinding> binding = spotps::ParameterBinding::Create(**model);
-  if (!binding.ok()) return Fail(binding.status());
+  if (!binding.ok()) return RuntimeError(binding.status());
 
   auto cluster = spotps::Cluster::Connect(absl::GetFlag(FLAGS_ps));
-  if (!cluster.ok()) return Fail(cluster.status());
+  if (!cluster.ok()) return RuntimeError(cluster.status());
   if (auto s = (*cluster)->WaitForLayout(absl::Seconds(absl::GetFlag(FLAGS_wait_s))); !s.ok()) {
-    return Fail(s);
+    return RuntimeError(s);
   }
-  if (auto s = binding->CheckSameModel((*cluster)->layout()); !s.ok()) return Fail(s);
+  if (auto s = binding->CheckSameModel((*cluster)->layout()); !s.ok()) return RuntimeError(s);
   spotps::WeightSnapshot weights;
-  if (auto s = (*cluster)->Pull(spotps::v1::DTYPE_FP32, &weights); !s.ok()) return Fail(s);
+  if (auto s = (*cluster)->Pull(spotps::v1::DTYPE_FP32, &weights); !s.ok()) return RuntimeError(s);
   binding->LoadWeights(weights.values);
 
   if (!absl::GetFlag(FLAGS_data).empty()) {
     auto data = spotps::TokenDataset::Open(absl::GetFlag(FLAGS_data));
-    if (!data.ok()) return Fail(data.status());
+    if (!data.ok()) return RuntimeError(data.status());
     auto loss = spotps::ValidationLoss(*model, *data, absl::GetFlag(FLAGS_batch),
                                        absl::GetFlag(FLAGS_seq_len),
                                        absl::GetFlag(FLAGS_eval_batches), *dtype);
-    if (!loss.ok()) return Fail(loss.status());
+    if (!loss.ok()) return RuntimeError(loss.status());
     std::printf("eval: val_loss=%.4f\n", *loss);
   }
   spotps::GenerationOptions options;
@@ -88,7 +90,7 @@ int main(int argc, char** argv) {
     spotps::AppendByteTokens(prompt, prompt_tokens);
     std::vector<int64_t> ids(prompt_tokens.begin(), prompt_tokens.end());
     auto generated = spotps::Generate(*model, ids, options);
-    if (!generated.ok()) return Fail(generated.status());
+    if (!generated.ok()) return RuntimeError(generated.status());
     std::printf("--- %s%s\n", std::string(prompt).c_str(),
                 spotps::BytesFromTokens(*generated).c_str());
   }

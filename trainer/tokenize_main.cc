@@ -13,9 +13,11 @@
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
-#include "trainer/byte_tokenizer.h"
-#include "trainer/mapped_file.h"
-#include "trainer/token_file.h"
+#include "common/exit_status.h"
+#include "common/log.h"
+#include "trainer/data/byte_tokenizer.h"
+#include "trainer/data/mapped_file.h"
+#include "trainer/data/token_file.h"
 
 ABSL_FLAG(std::vector<std::string>, input, {},
           "Comma-separated text files, concatenated in this order.");
@@ -26,22 +28,19 @@ ABSL_FLAG(double, val_fraction, 0.05,
 namespace spotps {
 namespace {
 
-absl::Status AppendFileTokens(const std::string& path,
-                              std::vector<uint16_t>& tokens) {
+absl::Status AppendFileTokens(const std::string& path, std::vector<uint16_t>& tokens) {
   absl::StatusOr<ReadOnlyMappedFile> file = ReadOnlyMappedFile::Open(path);
   if (!file.ok()) return file.status();
   const absl::Span<const uint8_t> bytes = file->bytes();
-  AppendByteTokens(
-      absl::string_view(reinterpret_cast<const char*>(bytes.data()),
-                        bytes.size()),
-      tokens);
-  std::printf("read %s: %zu bytes (%zu tokens so far)\n", path.c_str(),
-              bytes.size(), tokens.size());
+  AppendByteTokens(absl::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()),
+                   tokens);
+  std::printf("read %s: %zu bytes (%zu tokens so far)\n", path.c_str(), bytes.size(),
+              tokens.size());
   return absl::OkStatus();
 }
 
-absl::Status Tokenize(const std::vector<std::string>& inputs,
-                      const std::string& output, double val_fraction) {
+absl::Status Tokenize(const std::vector<std::string>& inputs, const std::string& output,
+                      double val_fraction) {
   if (inputs.empty() || output.empty()) {
     return absl::InvalidArgumentError("--input and --output are required");
   }
@@ -58,8 +57,7 @@ absl::Status Tokenize(const std::vector<std::string>& inputs,
       "spotps-tokenize: wrote %s: train_tokens=%llu val_tokens=%llu "
       "vocab_size=%u checksum=%016llx\n",
       output.c_str(), static_cast<unsigned long long>(header->num_train_tokens),
-      static_cast<unsigned long long>(header->num_val_tokens),
-      header->vocab_size,
+      static_cast<unsigned long long>(header->num_val_tokens), header->vocab_size,
       static_cast<unsigned long long>(header->payload_checksum));
   return absl::OkStatus();
 }
@@ -71,13 +69,10 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Tokenizes text files (byte-level) into a spotps token file.\n"
       "  spotps-tokenize --input=a.txt,b.txt --output=corpus.tokens");
+  spotps::SetLogProgramName("spotps-tokenize");
   absl::ParseCommandLine(argc, argv);
-  const absl::Status status =
-      spotps::Tokenize(absl::GetFlag(FLAGS_input), absl::GetFlag(FLAGS_output),
-                       absl::GetFlag(FLAGS_val_fraction));
-  if (!status.ok()) {
-    std::fprintf(stderr, "spotps-tokenize: %s\n", status.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  const absl::Status status = spotps::Tokenize(
+      absl::GetFlag(FLAGS_input), absl::GetFlag(FLAGS_output), absl::GetFlag(FLAGS_val_fraction));
+  if (!status.ok()) return spotps::RuntimeError(status);
+  return spotps::kExitSuccess;
 }

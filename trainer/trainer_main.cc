@@ -17,15 +17,17 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "client/coordinator_client.h"
 #include "client/cluster.h"
-#include "client/transport_args.h"
-#include "trainer/compute_runtime.h"
-#include "trainer/graceful_drain.h"
-#include "trainer/spot_notice_watcher.h"
-#include "trainer/model_flags.h"
-#include "trainer/training_worker.h"
-#include "trainer/worker_membership.h"
+#include "client/coordinator_client.h"
+#include "common/exit_status.h"
+#include "common/log.h"
+#include "common/transport_args.h"
+#include "trainer/elastic/graceful_drain.h"
+#include "trainer/elastic/spot_notice_watcher.h"
+#include "trainer/elastic/training_worker.h"
+#include "trainer/elastic/worker_membership.h"
+#include "trainer/model/model_flags.h"
+#include "trainer/runtime/compute_runtime.h"
 
 ABSL_FLAG(std::string, ps, "127.0.0.1:7000", "Shard addresses host:port,... in shard order.");
 ABSL_FLAG(std::string, data, "", "Token file made by spotps-tokenize.");
@@ -57,10 +59,8 @@ ABSL_FLAG(std::string, coordinator, "auto",
 
 namespace {
 
-int Fail(const absl::Status& s) {
-  std::fprintf(stderr, "spotps-trainer: %s\n", s.ToString().c_str());
-  return 1;
-}
+using spotps::RuntimeError;
+using spotps::UsageError;
 
 // The coordinator to take work units from, or null to free-run.
 absl::StatusOr<std::unique_ptr<spotps::CoordinatorClient>> CoordinatorFromFlags() {
@@ -82,7 +82,8 @@ absl::StatusOr<std::unique_ptr<spotps::CoordinatorClient>> CoordinatorFromFlags(
 absl::StatusOr<spotps::TrainingOptions> OptionsFromFlags(const spotps::TokenDataset& data,
                                                          bool coordinated) {
   spotps::TrainingOptions o;
-  absl::StatusOr<spotps::ComputeDType> dtype = spotps::ParseComputeDType(absl::GetFlag(FLAGS_dtype));
+  absl::StatusOr<spotps::ComputeDType> dtype =
+      spotps::ParseComputeDType(absl::GetFlag(FLAGS_dtype));
   if (!dtype.ok()) return dtype.status();
   o.dtype = *dtype;
   o.batch_size = absl::GetFlag(FLAGS_batch);
@@ -113,6 +114,7 @@ absl::StatusOr<spotps::TrainingOptions> OptionsFromFlags(const spotps::TokenData
 int main(int argc, char** argv) {
   const absl::Time process_start = absl::Now();
   absl::SetProgramUsageMessage("spotps training worker");
+  spotps::SetLogProgramName("spotps-trainer");
   absl::ParseCommandLine(argc, argv);
   // Signals are handled from the first moment: a trainer preempted while it
   // is still loading exits 0 like any other.
@@ -121,38 +123,42 @@ int main(int argc, char** argv) {
     if (membership != nullptr) membership->Leave();
   });
   spotps::TuneAllocatorForBulkTransfers();
-  absl::StatusOr<spotps::ComputeDType> dtype = spotps::ParseComputeDType(absl::GetFlag(FLAGS_dtype));
-  if (!dtype.ok()) return Fail(dtype.status());
+  absl::StatusOr<spotps::ComputeDType> dtype =
+      spotps::ParseComputeDType(absl::GetFlag(FLAGS_dtype));
+  if (!dtype.ok()) return UsageError(dtype.status());
   absl::StatusOr<spotps::ComputeRuntimeInfo> runtime =
       spotps::ConfigureComputeRuntime(spotps::ComputeRuntimeOptionsFromFlags(*dtype));
-  if (!runtime.ok()) return Fail(runtime.status());
+  if (!runtime.ok()) return RuntimeError(runtime.status());
   std::printf("%s\n", spotps::RuntimeLine(*runtime).c_str());
   std::fflush(stdout);
 
-  if (absl::GetFlag(FLAGS_data).empty()) return Fail(absl::InvalidArgumentError("--data is required"));
+  if (absl::GetFlag(FLAGS_data).empty())
+    return UsageError(absl::InvalidArgumentError("--data is required"));
   absl::StatusOr<spotps::TokenDataset> data = spotps::TokenDataset::Open(absl::GetFlag(FLAGS_data));
-  if (!data.ok()) return Fail(data.status());
+  if (!data.ok()) return RuntimeError(data.status());
   absl::StatusOr<std::unique_ptr<spotps::CoordinatorClient>> coordinator = CoordinatorFromFlags();
-  if (!coordinator.ok()) return Fail(coordinator.status());
-  absl::StatusOr<spotps::TrainingOptions> options = OptionsFromFlags(*data, *coordinator != nullptr);
+  if (!coordinator.ok()) return UsageError(coordinator.status());
+  absl::StatusOr<spotps::TrainingOptions> options =
+      OptionsFromFlags(*data, *coordinator != nullptr);
   if (options.ok()) options->process_start = process_start;
-  if (!options.ok()) return Fail(options.status());
+  if (!options.ok()) return UsageError(options.status());
   absl::StatusOr<spotps::GptConfig> config = spotps::GptConfigFromFlags();
-  if (!config.ok()) return Fail(config.status());
-  absl::StatusOr<spotps::GptModel> model = spotps::CreateGptModel(*config, absl::GetFlag(FLAGS_seed));
-  if (!model.ok()) return Fail(model.status());
+  if (!config.ok()) return UsageError(config.status());
+  absl::StatusOr<spotps::GptModel> model =
+      spotps::CreateGptModel(*config, absl::GetFlag(FLAGS_seed));
+  if (!model.ok()) return RuntimeError(model.status());
 
   absl::StatusOr<std::unique_ptr<spotps::Cluster>> cluster =
       spotps::Cluster::Connect(absl::GetFlag(FLAGS_ps));
-  if (!cluster.ok()) return Fail(cluster.status());
+  if (!cluster.ok()) return RuntimeError(cluster.status());
   if (*coordinator != nullptr) {
     auto joined = spotps::WorkerMembership::Join(coordinator->get(), options->name);
-    if (!joined.ok()) return Fail(joined.status());
+    if (!joined.ok()) return RuntimeError(joined.status());
     membership = *std::move(joined);
   }
   absl::StatusOr<std::unique_ptr<spotps::TrainingWorker>> worker = spotps::TrainingWorker::Create(
       cluster->get(), *model, &*data, *options, {coordinator->get(), membership.get()});
-  if (!worker.ok()) return Fail(worker.status());
+  if (!worker.ok()) return RuntimeError(worker.status());
   std::printf("[%s] model %s: %s, %d train tokens\n", options->name.c_str(),
               absl::GetFlag(FLAGS_model).c_str(), (*cluster)->layout().Summary().c_str(),
               static_cast<int>(data->num_train_tokens()));
@@ -166,7 +172,7 @@ int main(int argc, char** argv) {
     auto watcher = spotps::SpotNoticeWatcher::Create(watch, [&drain](const spotps::SpotNotice& n) {
       drain.Begin(absl::StrCat("spot notice (", n.action, " at ", n.time, ")"));
     });
-    if (!watcher.ok()) return Fail(watcher.status());
+    if (!watcher.ok()) return RuntimeError(watcher.status());
     spot_watcher = *std::move(watcher);
     spot_watcher->Start();
   }
@@ -178,7 +184,7 @@ int main(int argc, char** argv) {
   drain.Finished();
   if (spot_watcher != nullptr) spot_watcher->Stop();
   if (membership != nullptr) membership->Leave();
-  if (!summary.ok()) return Fail(summary.status());
+  if (!summary.ok()) return RuntimeError(summary.status());
   std::printf(
       "summary: worker=%s steps=%lld tokens=%lld seconds=%.1f tokens_per_s=%.0f train_loss=%.4f "
       "val_loss=%.4f staleness=%.2f pull_ms=%.1f push_ms=%.1f compute_ms=%.1f dropped=%lld "

@@ -57,7 +57,7 @@ bin=$repo/build/bin
 
 say "preparing the corpus"
 corpus_dir=$repo/.cache/corpus
-trainer/prepare_corpus.sh "$corpus_dir" "$bin/spotps-tokenize"
+trainer/data/prepare_corpus.sh "$corpus_dir" "$bin/spotps-tokenize"
 data=$corpus_dir/kjv.tokens
 
 run_dir=$(mktemp -d "${TMPDIR:-/tmp}/spotps-run-XXXXXX")

@@ -11,16 +11,16 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
-#include "client/atomic_file.h"
 #include "client/cluster.h"
-#include "client/transport_args.h"
+#include "common/atomic_file.h"
+#include "common/transport_args.h"
 #include "tests/support/child_process.h"
-#include "trainer/byte_tokenizer.h"
-#include "trainer/compute_runtime.h"
-#include "trainer/gpt_config.h"
-#include "trainer/gpt_model.h"
-#include "trainer/token_dataset.h"
-#include "trainer/training_worker.h"
+#include "trainer/data/byte_tokenizer.h"
+#include "trainer/data/token_dataset.h"
+#include "trainer/elastic/training_worker.h"
+#include "trainer/model/gpt_config.h"
+#include "trainer/model/gpt_model.h"
+#include "trainer/runtime/compute_runtime.h"
 
 ABSL_FLAG(std::string, model, "small", "Model preset.");
 ABSL_FLAG(int64_t, batch, 8, "Sequences per step.");
@@ -86,8 +86,8 @@ absl::StatusOr<double> PlainTokensPerSecond(const GptConfig& config, const Token
 // The real trainer loop against one spotps-ps process.
 absl::StatusOr<double> PsTokensPerSecond(const GptConfig& config, const TokenDataset& data,
                                          const std::string& dir) {
-  auto shards = testing::LocalShardCluster::Start(
-      1, {"--optimizer=adamw", absl::StrCat("--lr=", kLr)}, dir);
+  auto shards =
+      testing::LocalShardCluster::Start(1, {"--optimizer=adamw", absl::StrCat("--lr=", kLr)}, dir);
   if (!shards.ok()) return shards.status();
   auto cluster = Cluster::Connect((*shards)->addresses());
   if (!cluster.ok()) return cluster.status();
@@ -146,7 +146,8 @@ int Run() {
   if (!data.ok() || !config.ok()) return 1;
   const int64_t seq = absl::GetFlag(FLAGS_seq_len);
   std::printf("  model %s: %lld parameters, batch %lld x %lld tokens\n",
-              absl::GetFlag(FLAGS_model).c_str(), static_cast<long long>(GptParameterCount(*config)),
+              absl::GetFlag(FLAGS_model).c_str(),
+              static_cast<long long>(GptParameterCount(*config)),
               static_cast<long long>(absl::GetFlag(FLAGS_batch)), static_cast<long long>(seq));
   std::fflush(stdout);
 

@@ -31,9 +31,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "client/cluster.h"
-#include "client/tensor_codec.h"
-#include "client/transport_args.h"
-#include "ps/shard_store.h"
+#include "common/tensor_codec.h"
+#include "common/transport_args.h"
+#include "ps/store/shard_store.h"
 #include "tests/support/child_process.h"
 
 ABSL_FLAG(std::string, sizes_m, "16,128", "Model sizes to measure, millions of parameters.");
@@ -101,8 +101,7 @@ struct Row {
   double pull_gbps, push_gbps, combined_gbps;
 };
 
-absl::StatusOr<std::vector<Row>> MeasureModel(int64_t params_m, int reps,
-                                              const std::string& dir) {
+absl::StatusOr<std::vector<Row>> MeasureModel(int64_t params_m, int reps, const std::string& dir) {
   auto shards = testing::LocalShardCluster::Start(2, {"--optimizer=adamw", "--lr=1e-4"}, dir);
   if (!shards.ok()) return shards.status();
   const ModelLayout layout = LayoutOfSize(params_m * 1'000'000);
@@ -144,8 +143,8 @@ absl::StatusOr<std::vector<Row>> MeasureModel(int64_t params_m, int reps,
     rows.push_back(Row{params_m, n, Gbps(sum.pull_bytes, pull_s), Gbps(sum.push_bytes, push_s),
                        Gbps(sum.pull_bytes + sum.push_bytes, both_s)});
     std::printf("  model=%lldM clients=%d pull=%.2f GB/s push=%.2f GB/s combined=%.2f GB/s\n",
-                static_cast<long long>(params_m), n, rows.back().pull_gbps,
-                rows.back().push_gbps, rows.back().combined_gbps);
+                static_cast<long long>(params_m), n, rows.back().pull_gbps, rows.back().push_gbps,
+                rows.back().combined_gbps);
     std::fflush(stdout);
   }
   return rows;

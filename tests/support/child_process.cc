@@ -1,10 +1,10 @@
 #include "tests/support/child_process.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
-#include "client/atomic_file.h"
+#include "common/atomic_file.h"
 
 namespace spotps::testing {
 
@@ -126,7 +126,8 @@ absl::StatusOr<std::vector<int>> PickFreePorts(int n) {
 
 absl::StatusOr<std::unique_ptr<LocalShardCluster>> LocalShardCluster::Start(
     int num_shards, const std::vector<std::string>& extra_flags, const std::string& dir) {
-  return Start(num_shards, [&](int, const std::string&) { return extra_flags; }, dir);
+  return Start(
+      num_shards, [&](int, const std::string&) { return extra_flags; }, dir);
 }
 
 absl::StatusOr<std::unique_ptr<LocalShardCluster>> LocalShardCluster::Start(
@@ -159,11 +160,10 @@ absl::Status LocalShardCluster::Restart(int i) {
 absl::StatusOr<std::unique_ptr<ChildProcess>> LocalShardCluster::StartShard(int i, int port) {
   const std::string port_file = absl::StrCat(dir_, "/shard", i, ".port");
   std::filesystem::remove(port_file);
-  std::vector<std::string> argv = {BinaryPath("spotps-ps"),
-                                   absl::StrCat("--listen=127.0.0.1:", port),
-                                   absl::StrCat("--port_file=", port_file),
-                                   absl::StrCat("--shard_index=", i),
-                                   absl::StrCat("--num_shards=", ports_.size())};
+  std::vector<std::string> argv = {
+      BinaryPath("spotps-ps"), absl::StrCat("--listen=127.0.0.1:", port),
+      absl::StrCat("--port_file=", port_file), absl::StrCat("--shard_index=", i),
+      absl::StrCat("--num_shards=", ports_.size())};
   argv.insert(argv.end(), flags_[i].begin(), flags_[i].end());
   absl::StatusOr<std::unique_ptr<ChildProcess>> child =
       ChildProcess::Start(argv, absl::StrCat(dir_, "/shard", i, ".log"));
@@ -177,8 +177,8 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> LocalShardCluster::StartShard(int 
       return child;
     }
     if (!(*child)->running()) {
-      return absl::InternalError(absl::StrCat("shard ", i, " exited at start; see ", dir_,
-                                              "/shard", i, ".log"));
+      return absl::InternalError(
+          absl::StrCat("shard ", i, " exited at start; see ", dir_, "/shard", i, ".log"));
     }
     absl::SleepFor(absl::Milliseconds(20));
   }

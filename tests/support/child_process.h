@@ -60,8 +60,7 @@ class ChildProcess {
 class LocalShardCluster {
  public:
   // Flags for shard `index`, given the whole address list.
-  using FlagsFor =
-      std::function<std::vector<std::string>(int index, const std::string& addresses)>;
+  using FlagsFor = std::function<std::vector<std::string>(int index, const std::string& addresses)>;
 
   // `extra_flags` are passed to every shard (optimizer, lr, ...).
   static absl::StatusOr<std::unique_ptr<LocalShardCluster>> Start(

@@ -4,22 +4,22 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "client/atomic_file.h"
+#include "common/atomic_file.h"
 #include "tests/support/child_process.h"
 
 namespace spotps::testing {
 
 std::string GeneratedText(size_t sentences) {
-  const std::vector<std::string> subjects = {"the cat", "a dog", "the old man", "my sister",
-                                             "the king", "a bird"};
+  const std::vector<std::string> subjects = {"the cat",   "a dog",    "the old man",
+                                             "my sister", "the king", "a bird"};
   const std::vector<std::string> verbs = {"sees", "likes", "follows", "finds", "calls"};
   const std::vector<std::string> objects = {"the river", "a red apple", "the small house",
                                             "the moon", "a green field"};
   std::mt19937 rng(3);
   std::string text;
   for (size_t i = 0; i < sentences; ++i) {
-    absl::StrAppend(&text, subjects[rng() % subjects.size()], " ", verbs[rng() % verbs.size()],
-                    " ", objects[rng() % objects.size()], ".\n");
+    absl::StrAppend(&text, subjects[rng() % subjects.size()], " ", verbs[rng() % verbs.size()], " ",
+                    objects[rng() % objects.size()], ".\n");
   }
   return text;
 }
@@ -35,8 +35,8 @@ absl::StatusOr<std::string> MakeTokenFile(const std::string& dir, size_t sentenc
   absl::StatusOr<int> code = (*tokenize)->Wait(absl::Seconds(120));
   if (!code.ok()) return code.status();
   if (*code != 0) {
-    return absl::InternalError(absl::StrCat("spotps-tokenize exited ", *code, "; see ", dir,
-                                            "/tokenize.log"));
+    return absl::InternalError(
+        absl::StrCat("spotps-tokenize exited ", *code, "; see ", dir, "/tokenize.log"));
   }
   return tokens_path;
 }

@@ -8,7 +8,7 @@
 #include <iterator>
 
 #include "absl/strings/str_cat.h"
-#include "client/atomic_file.h"
+#include "common/atomic_file.h"
 #include "tests/support/log_fields.h"
 
 namespace spotps::testing {

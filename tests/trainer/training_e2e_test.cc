@@ -2,16 +2,15 @@
 // on generated text; the validation loss must fall well below its start.
 #include <gtest/gtest.h>
 
-
 #include "absl/strings/str_cat.h"
-#include "client/atomic_file.h"
 #include "client/cluster.h"
+#include "common/atomic_file.h"
 #include "tests/support/child_process.h"
 #include "tests/support/generated_corpus.h"
 #include "tests/support/log_fields.h"
-#include "trainer/evaluation.h"
-#include "trainer/gpt_config.h"
-#include "trainer/gpt_model.h"
+#include "trainer/model/evaluation.h"
+#include "trainer/model/gpt_config.h"
+#include "trainer/model/gpt_model.h"
 
 namespace spotps {
 namespace {
@@ -41,8 +40,7 @@ TEST(TrainingE2ETest, TwoTrainersCutValidationLossByThirtyPercent) {
     auto t = ChildProcess::Start(
         {BinaryPath("spotps-trainer"), "--ps=" + (*shards)->addresses(), "--model=tiny",
          "--data=" + tokens_path, "--batch=8", "--seq_len=64", absl::StrCat("--steps=", kSteps),
-         "--threads=1", absl::StrCat("--worker_index=", i), "--log_every=50",
-         "--eval_batches=8"},
+         "--threads=1", absl::StrCat("--worker_index=", i), "--log_every=50", "--eval_batches=8"},
         absl::StrCat(dir.path(), "/trainer", i, ".log"));
     ASSERT_TRUE(t.ok());
     trainers.push_back(*std::move(t));
@@ -56,18 +54,18 @@ TEST(TrainingE2ETest, TwoTrainersCutValidationLossByThirtyPercent) {
     EXPECT_NE(log.find("runtime: cpu_isa="), std::string::npos) << log;
   }
 
-  auto gen = ChildProcess::Start(
-      {BinaryPath("spotps-generate"), "--ps=" + (*shards)->addresses(), "--model=tiny",
-       "--data=" + tokens_path, "--batch=8", "--seq_len=64", "--eval_batches=8", "--tokens=40",
-       "--threads=1"},
-      dir.path() + "/generate.log");
+  auto gen = ChildProcess::Start({BinaryPath("spotps-generate"), "--ps=" + (*shards)->addresses(),
+                                  "--model=tiny", "--data=" + tokens_path, "--batch=8",
+                                  "--seq_len=64", "--eval_batches=8", "--tokens=40", "--threads=1"},
+                                 dir.path() + "/generate.log");
   ASSERT_TRUE(gen.ok());
   ASSERT_EQ(*(*gen)->Wait(absl::Seconds(60)), 0);
   const std::string gen_log = *ReadFile(dir.path() + "/generate.log");
   const double final_loss = testing::LogField(gen_log, "val_loss");
   ASSERT_GT(final_loss, 0) << gen_log;
   EXPECT_LE(final_loss, 0.7 * *start_loss)
-      << "start " << *start_loss << " final " << final_loss << "\n" << gen_log;
+      << "start " << *start_loss << " final " << final_loss << "\n"
+      << gen_log;
 
   auto cluster = Cluster::Connect((*shards)->addresses());
   auto stats = (*cluster)->Stats();

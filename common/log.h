@@ -1,0 +1,33 @@
+// The one sink for what library code tells the people running it. Each line
+// goes out whole, prefixed with the program's name ("spotps-ps: ..."), so
+// lines from many processes sharing a terminal or log file stay apart.
+#ifndef SPOTPS_COMMON_LOG_H_
+#define SPOTPS_COMMON_LOG_H_
+
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
+
+namespace spotps {
+
+// Names the program in every line; main() calls it first. Default "spotps".
+void SetLogProgramName(absl::string_view name);
+
+// Progress and events, on stdout (flushed, so piped logs stay current).
+void LogInfo(absl::string_view message);
+// Problems the program survives, on stderr.
+void LogWarning(absl::string_view message);
+
+template <typename... Args>
+void LogInfoF(const absl::FormatSpec<Args...>& format, const Args&... args) {
+  LogInfo(absl::StrFormat(format, args...));
+}
+template <typename... Args>
+void LogWarningF(const absl::FormatSpec<Args...>& format, const Args&... args) {
+  LogWarning(absl::StrFormat(format, args...));
+}
+
+}  // namespace spotps
+
+#endif  // SPOTPS_COMMON_LOG_H_

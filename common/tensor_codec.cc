@@ -1,0 +1,125 @@
+#include "common/tensor_codec.h"
+
+#include <omp.h>
+
+#include <cmath>
+
+#include "absl/strings/str_format.h"
+#include "oneapi/dnnl/dnnl.hpp"
+
+namespace spotps {
+namespace {
+
+const dnnl::engine& CpuEngine() {
+  static const dnnl::engine* engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  return *engine;
+}
+
+// Below this size the scalar loop beats setting up a oneDNN primitive.
+constexpr int64_t kMinElementsForReorder = 4096;
+
+// Widening is a shift; one clone per ISA lets it run at memory speed.
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void Bf16ToFp32(
+    const uint16_t* __restrict src, int64_t n, float* __restrict dst) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = Bf16ToFloat(src[i]);
+}
+
+void Fp32ToBf16Scalar(const float* src, int64_t n, uint16_t* dst) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = FloatToBf16(src[i]);
+}
+
+void Fp32ToBf16(const float* src, int64_t n, uint16_t* dst) {
+  if (n < kMinElementsForReorder) return Fp32ToBf16Scalar(src, n, dst);
+  using tag = dnnl::memory::format_tag;
+  using dt = dnnl::memory::data_type;
+  const dnnl::memory::desc src_md({n}, dt::f32, tag::a);
+  const dnnl::memory::desc dst_md({n}, dt::bf16, tag::a);
+  dnnl::memory src_mem(src_md, CpuEngine(), const_cast<float*>(src));
+  dnnl::memory dst_mem(dst_md, CpuEngine(), dst);
+  dnnl::stream stream(CpuEngine());
+  // oneDNN's primitive cache makes re-creating the reorder for a seen size cheap.
+  dnnl::reorder(src_mem, dst_mem).execute(stream, src_mem, dst_mem);
+  stream.wait();
+}
+
+}  // namespace
+
+void UseSingleThreadedConversion() {
+  thread_local bool pinned = false;
+  if (!pinned) {
+    omp_set_num_threads(1);
+    pinned = true;
+  }
+}
+
+size_t WireBytesPerElement(v1::DType dtype) {
+  switch (dtype) {
+    case v1::DTYPE_FP32:
+      return 4;
+    case v1::DTYPE_BF16:
+      return 2;
+    default:
+      return 0;
+  }
+}
+
+bool IsValidWireDType(int dtype) { return dtype == v1::DTYPE_FP32 || dtype == v1::DTYPE_BF16; }
+
+uint16_t FloatToBf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof(bits));
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+void EncodeFp32(const float* src, int64_t n, v1::DType dtype, char* dst) {
+  if (dtype == v1::DTYPE_FP32) {
+    std::memcpy(dst, src, n * sizeof(float));
+  } else {
+    Fp32ToBf16(src, n, reinterpret_cast<uint16_t*>(dst));
+  }
+}
+
+void AppendEncoded(const float* src, int64_t n, v1::DType dtype, std::string* out) {
+  const size_t old = out->size();
+  out->resize(old + n * WireBytesPerElement(dtype));
+  EncodeFp32(src, n, dtype, out->data() + old);
+}
+
+absl::Status DecodeToFp32(v1::DType dtype, absl::string_view bytes, int64_t n, float* dst) {
+  const size_t width = WireBytesPerElement(dtype);
+  if (width == 0) {
+    return absl::InvalidArgumentError(absl::StrFormat("unsupported wire dtype %d", dtype));
+  }
+  if (bytes.size() != n * width) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("payload has %d bytes, expected %d (%d elements of %s)", bytes.size(),
+                        n * width, n, v1::DType_Name(dtype)));
+  }
+  if (dtype == v1::DTYPE_FP32) {
+    std::memcpy(dst, bytes.data(), bytes.size());
+    return absl::OkStatus();
+  }
+  Bf16ToFp32(reinterpret_cast<const uint16_t*>(bytes.data()), n, dst);
+  return absl::OkStatus();
+}
+
+bool AllFinite(v1::DType dtype, absl::string_view bytes) {
+  // An all-ones exponent means Inf or NaN in both formats; OR-reducing the
+  // test keeps the loop branch-free so it vectorizes.
+  if (dtype == v1::DTYPE_BF16) {
+    const auto* p = reinterpret_cast<const uint16_t*>(bytes.data());
+    const size_t n = bytes.size() / 2;
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; ++i) bad |= ((p[i] & 0x7f80u) == 0x7f80u);
+    return bad == 0;
+  }
+  const auto* p = reinterpret_cast<const uint32_t*>(bytes.data());
+  const size_t n = bytes.size() / 4;
+  uint32_t bad = 0;
+  for (size_t i = 0; i < n; ++i) bad |= ((p[i] & 0x7f800000u) == 0x7f800000u);
+  return bad == 0;
+}
+
+}  // namespace spotps

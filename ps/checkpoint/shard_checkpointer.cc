@@ -1,0 +1,55 @@
+#include "ps/checkpoint/shard_checkpointer.h"
+
+#include <sys/stat.h>
+
+#include <cstdio>
+
+#include "absl/strings/str_format.h"
+#include "common/log.h"
+
+namespace spotps {
+
+absl::StatusOr<std::unique_ptr<ShardCheckpointer>> ShardCheckpointer::Open(
+    const std::string& directory, uint32_t shard_index, int keep_last) {
+  absl::StatusOr<CheckpointDirectory> files =
+      CheckpointDirectory::Open(directory, shard_index, keep_last);
+  if (!files.ok()) return files.status();
+  auto checkpointer = std::unique_ptr<ShardCheckpointer>(new ShardCheckpointer(*std::move(files)));
+  absl::StatusOr<std::vector<uint64_t>> ids = checkpointer->files_.ListIds();
+  if (ids.ok() && !ids->empty()) checkpointer->last_written_id_ = ids->back();
+  return checkpointer;
+}
+
+absl::StatusOr<std::string> ShardCheckpointer::Restore(ShardStore* store) {
+  absl::StatusOr<ShardCheckpoint> newest = files_.ReadNewest();
+  if (!newest.ok()) return newest.status();
+  for (const std::string& why : newest->skipped) {
+    LogWarningF("skipped checkpoint %s", why);
+  }
+  if (absl::Status s = store->ImportState(std::move(newest->state)); !s.ok()) return s;
+  restored_id_ = newest->id;
+  return std::move(newest->extra_blob);
+}
+
+absl::StatusOr<CheckpointWriteResult> ShardCheckpointer::Write(uint64_t id, const ShardStore& store,
+                                                               absl::string_view extra_blob) {
+  absl::MutexLock lock(&write_mu_);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<ShardState> state = store.ExportState();
+  if (!state.ok()) return state.status();
+  if (absl::Status s = files_.Write(id, *state, extra_blob); !s.ok()) return s;
+  uint64_t seen = last_written_id_.load();
+  while (id > seen && !last_written_id_.compare_exchange_weak(seen, id)) {
+  }
+  CheckpointWriteResult result;
+  result.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  struct stat st;
+  if (::stat(files_.PathOf(id).c_str(), &st) == 0) result.bytes = static_cast<uint64_t>(st.st_size);
+  return result;
+}
+
+absl::StatusOr<std::string> ShardCheckpointer::ExtraBlobOf(uint64_t id) const {
+  return files_.ReadExtraBlob(id);
+}
+
+}  // namespace spotps

@@ -1,0 +1,59 @@
+// ShardCheckpointer: one shard's durability. Restores the newest intact
+// checkpoint when the process starts and writes numbered checkpoints on
+// request (shard 0's checkpoint rounds ask every shard for the same id).
+#ifndef SPOTPS_PS_CHECKPOINT_SHARD_CHECKPOINTER_H_
+#define SPOTPS_PS_CHECKPOINT_SHARD_CHECKPOINTER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "ps/checkpoint/checkpoint_directory.h"
+#include "ps/store/shard_store.h"
+
+namespace spotps {
+
+struct CheckpointWriteResult {
+  uint64_t bytes = 0;
+  double seconds = 0;
+};
+
+// Owns the shard's CheckpointDirectory. Promises: writes are serialized;
+// a checkpoint is complete on disk (fsynced, renamed) before Write returns;
+// the ids it reports only grow.
+class ShardCheckpointer {
+ public:
+  static absl::StatusOr<std::unique_ptr<ShardCheckpointer>> Open(const std::string& directory,
+                                                                 uint32_t shard_index,
+                                                                 int keep_last);
+
+  // Loads the newest intact checkpoint into `store` (which must be fresh).
+  // Returns its extra blob (the coordinator's data progress on shard 0), or
+  // NOT_FOUND when there is none; files it skipped are reported on stderr.
+  absl::StatusOr<std::string> Restore(ShardStore* store);
+
+  // Writes `store` as checkpoint `id` with `extra_blob`. FAILED_PRECONDITION
+  // if the store is not initialised yet (nothing to save).
+  absl::StatusOr<CheckpointWriteResult> Write(uint64_t id, const ShardStore& store,
+                                              absl::string_view extra_blob);
+
+  // The extra blob of an older checkpoint of this shard (for rollbacks).
+  absl::StatusOr<std::string> ExtraBlobOf(uint64_t id) const;
+
+  uint64_t restored_id() const { return restored_id_.load(); }
+  uint64_t last_written_id() const { return last_written_id_.load(); }
+
+ private:
+  explicit ShardCheckpointer(CheckpointDirectory files) : files_(std::move(files)) {}
+
+  absl::Mutex write_mu_;
+  CheckpointDirectory files_;
+  std::atomic<uint64_t> restored_id_{0};
+  std::atomic<uint64_t> last_written_id_{0};
+};
+
+}  // namespace spotps
+
+#endif  // SPOTPS_PS_CHECKPOINT_SHARD_CHECKPOINTER_H_

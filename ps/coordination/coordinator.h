@@ -1,0 +1,120 @@
+// Coordinator: membership of trainers plus the dispatch of work units,
+// behind one lock, with the rule that ties them: when a worker's lease
+// expires or it leaves, its units go back to be re-issued.
+#ifndef SPOTPS_PS_COORDINATION_COORDINATOR_H_
+#define SPOTPS_PS_COORDINATION_COORDINATOR_H_
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "ps/coordination/lease_table.h"
+#include "ps/coordination/sync_round.h"
+#include "ps/coordination/work_unit_dispatcher.h"
+#include "spotps/v1/coordinator.pb.h"
+
+namespace spotps {
+
+// How trainers are paced (--consistency).
+struct Consistency {
+  v1::Consistency mode = v1::CONSISTENCY_ASYNC;
+  // SSP: a worker may be at most this many units ahead of the slowest live one.
+  int64_t ssp_bound = 0;
+};
+
+// "async", "ssp:S" (S >= 0) or "sync".
+absl::StatusOr<Consistency> ParseConsistency(absl::string_view mode);
+std::string ConsistencyName(const Consistency& c);
+
+struct CoordinatorOptions {
+  DispatchConfig dispatch;
+  absl::Duration worker_lease = absl::Seconds(10);
+  Consistency consistency;
+  // Sync mode: how long an Acquire that would answer WAIT first waits for
+  // the next round to open (a long poll, so rounds follow each other fast).
+  absl::Duration sync_acquire_wait = absl::Seconds(1);
+};
+
+// A sync round that closed and must now be applied on every shard.
+struct ClosedRound {
+  uint64_t number = 0;
+  std::vector<std::string> push_ids;
+};
+
+// Owns the LeaseTable, the WorkUnitDispatcher and, in sync mode, the open
+// SyncRound. Promises: thread-safe; every call first expires stale workers
+// (releasing their units), so a dead worker never holds work past its
+// lease; in async and SSP modes commits are accepted from any worker, live
+// or not, because the gradient they stand for has landed. With an SSP
+// bound, Acquire answers WAIT to a worker too far ahead of the slowest live
+// one; the slowest is never held back and dead workers leave the clock with
+// their lease. In sync mode each live worker trains one unit per round; a
+// commit adds its push to the round, and the round's units count as
+// committed only once FinishRound reports the round applied on every shard.
+// No membership change can deadlock any mode.
+class Coordinator {
+ public:
+  using Clock = std::function<absl::Time()>;
+
+  static absl::StatusOr<std::unique_ptr<Coordinator>> Create(const CoordinatorOptions& options,
+                                                             Clock clock = absl::Now);
+
+  uint64_t Register(const std::string& name);
+  // NOT_FOUND when the worker is unknown or its lease expired.
+  absl::Status Heartbeat(uint64_t worker);
+  void Deregister(uint64_t worker);
+  absl::StatusOr<WorkUnitDispatcher::Grant> Acquire(uint64_t worker);
+  // Returns true if the unit was already committed. Sync mode: `push_id`
+  // is required; ABORTED if the round went on without this unit.
+  absl::StatusOr<bool> Commit(uint64_t worker, uint32_t epoch, uint64_t index,
+                              const std::string& push_id = "");
+  void Release(uint64_t worker, uint32_t epoch, uint64_t index);
+
+  // Sync mode: waits up to `timeout` for a round to close and returns it;
+  // nullopt if none did.
+  std::optional<ClosedRound> AwaitClosedRound(absl::Duration timeout);
+  // Sync mode: ends closed round `number`. Applied on every shard: its
+  // units are committed. Not applied (a shard lost its gradients): its units
+  // are re-issued. Ignored if the round was abandoned meanwhile.
+  void FinishRound(uint64_t number, bool applied);
+
+  v1::ProgressResponse Progress();
+  const Consistency& consistency() const { return options_.consistency; }
+  absl::Duration worker_lease() const { return options_.worker_lease; }
+  // Infinite in sync mode: a unit stays with its worker while it lives.
+  absl::Duration unit_lease() const { return options_.dispatch.unit_lease; }
+
+  std::string ExportProgress();
+  // Replaces the data progress (a rollback); an open sync round is abandoned.
+  absl::Status ImportProgress(const std::string& bytes);
+
+ private:
+  Coordinator(const CoordinatorOptions& options, WorkUnitDispatcher dispatcher, Clock clock);
+  bool sync() const { return options_.consistency.mode == v1::CONSISTENCY_SYNC; }
+  void ExpireWorkers(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Gives back the units a departed worker held.
+  void ReleaseUnitsOf(uint64_t worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<WorkUnitDispatcher::Grant> AcquireInRound(uint64_t worker)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CloseRoundIfComplete() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status NotRegistered(uint64_t worker) const;
+
+  const CoordinatorOptions options_;
+  const Clock clock_;
+  absl::Mutex mu_;
+  LeaseTable leases_ ABSL_GUARDED_BY(mu_);
+  WorkUnitDispatcher dispatcher_ ABSL_GUARDED_BY(mu_);
+  SyncRound round_ ABSL_GUARDED_BY(mu_);
+  uint64_t rounds_applied_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t rounds_abandoned_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace spotps
+
+#endif  // SPOTPS_PS_COORDINATION_COORDINATOR_H_

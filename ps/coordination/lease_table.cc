@@ -1,0 +1,55 @@
+#include "ps/coordination/lease_table.h"
+
+#include <algorithm>
+
+namespace spotps {
+
+uint64_t LeaseTable::Register(const std::string& name, absl::Time now) {
+  const uint64_t id = next_id_++;
+  // A newcomer starts at the slowest clock, so it neither blocks the others
+  // nor gets to run ahead of them.
+  members_[id] = Member{id, name, now, 0, MinClock()};
+  return id;
+}
+
+uint64_t LeaseTable::MinClock() const {
+  if (members_.empty()) return 0;
+  uint64_t min = ~uint64_t{0};
+  for (const auto& [id, m] : members_) min = std::min(min, m.clock);
+  return min;
+}
+
+LeaseTable::Member* LeaseTable::Find(uint64_t id) {
+  auto it = members_.find(id);
+  return it == members_.end() ? nullptr : &it->second;
+}
+
+bool LeaseTable::Renew(uint64_t id, absl::Time now) {
+  auto it = members_.find(id);
+  if (it == members_.end() || now - it->second.last_heartbeat > ttl_) return false;
+  it->second.last_heartbeat = now;
+  return true;
+}
+
+bool LeaseTable::Remove(uint64_t id) { return members_.erase(id) != 0; }
+
+std::vector<uint64_t> LeaseTable::Expire(absl::Time now) {
+  std::vector<uint64_t> expired;
+  for (auto it = members_.begin(); it != members_.end();) {
+    if (now - it->second.last_heartbeat > ttl_) {
+      expired.push_back(it->first);
+      it = members_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  expired_total_ += expired.size();
+  return expired;
+}
+
+void LeaseTable::CountCommit(uint64_t id) {
+  auto it = members_.find(id);
+  if (it != members_.end()) it->second.units_committed += 1;
+}
+
+}  // namespace spotps

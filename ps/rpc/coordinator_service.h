@@ -1,0 +1,43 @@
+// The gRPC face of the Coordinator (hosted by shard 0).
+#ifndef SPOTPS_PS_RPC_COORDINATOR_SERVICE_H_
+#define SPOTPS_PS_RPC_COORDINATOR_SERVICE_H_
+
+#include "ps/checkpoint/checkpoint_round_driver.h"
+#include "ps/coordination/coordinator.h"
+#include "spotps/v1/coordinator.grpc.pb.h"
+
+namespace spotps {
+
+// Serves spotps.v1.Coordinator. Promises: a request naming an unknown
+// worker or unit gets NOT_FOUND or INVALID_ARGUMENT and changes nothing.
+class CoordinatorService final : public v1::Coordinator::Service {
+ public:
+  // `rounds` may be null (no checkpointing): CheckpointNow then fails.
+  CoordinatorService(Coordinator* coordinator, CheckpointRoundDriver* rounds)
+      : coordinator_(coordinator), rounds_(rounds) {}
+
+  grpc::Status Register(grpc::ServerContext*, const v1::RegisterRequest* request,
+                        v1::RegisterResponse* response) override;
+  grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* request,
+                         v1::HeartbeatResponse* response) override;
+  grpc::Status Deregister(grpc::ServerContext*, const v1::DeregisterRequest* request,
+                          v1::DeregisterResponse* response) override;
+  grpc::Status AcquireUnit(grpc::ServerContext*, const v1::AcquireUnitRequest* request,
+                           v1::AcquireUnitResponse* response) override;
+  grpc::Status CommitUnit(grpc::ServerContext*, const v1::CommitUnitRequest* request,
+                          v1::CommitUnitResponse* response) override;
+  grpc::Status ReleaseUnit(grpc::ServerContext*, const v1::ReleaseUnitRequest* request,
+                           v1::ReleaseUnitResponse* response) override;
+  grpc::Status Progress(grpc::ServerContext*, const v1::ProgressRequest* request,
+                        v1::ProgressResponse* response) override;
+  grpc::Status CheckpointNow(grpc::ServerContext*, const v1::CheckpointNowRequest* request,
+                             v1::CheckpointNowResponse* response) override;
+
+ private:
+  Coordinator* const coordinator_;
+  CheckpointRoundDriver* const rounds_;
+};
+
+}  // namespace spotps
+
+#endif  // SPOTPS_PS_RPC_COORDINATOR_SERVICE_H_

@@ -1,0 +1,47 @@
+// The gRPC face of one shard: decodes and bounds each request, hands it to
+// the ShardStore, and maps the outcome to a precise gRPC status.
+#ifndef SPOTPS_PS_RPC_PARAMETER_SERVER_SERVICE_H_
+#define SPOTPS_PS_RPC_PARAMETER_SERVER_SERVICE_H_
+
+#include "ps/checkpoint/shard_checkpointer.h"
+#include "ps/store/shard_store.h"
+#include "spotps/v1/parameter_server.grpc.pb.h"
+
+namespace spotps {
+
+// Serves spotps.v1.ParameterServer for one shard. Promises: a request that
+// fails validation changes no state; a push or init is applied only after its
+// whole stream arrived; a stream that sends more payload than the shard holds
+// is cut off early.
+class ParameterServerService final : public v1::ParameterServer::Service {
+ public:
+  // `checkpointer` may be null (no --checkpoint_dir). `incarnation` tells
+  // clients and shard 0 this process apart from an earlier one.
+  ParameterServerService(ShardStore* store, ShardCheckpointer* checkpointer, uint64_t incarnation)
+      : store_(store), checkpointer_(checkpointer), incarnation_(incarnation) {}
+
+  grpc::Status GetLayout(grpc::ServerContext* context, const v1::GetLayoutRequest* request,
+                         v1::GetLayoutResponse* response) override;
+  grpc::Status Init(grpc::ServerContext* context, grpc::ServerReader<v1::InitRequest>* reader,
+                    v1::InitResponse* response) override;
+  grpc::Status Pull(grpc::ServerContext* context, const v1::PullRequest* request,
+                    grpc::ServerWriter<v1::PullResponse>* writer) override;
+  grpc::Status Push(grpc::ServerContext* context, grpc::ServerReader<v1::PushRequest>* reader,
+                    v1::PushResponse* response) override;
+  grpc::Status Stats(grpc::ServerContext* context, const v1::StatsRequest* request,
+                     v1::StatsResponse* response) override;
+  grpc::Status WriteCheckpoint(grpc::ServerContext* context,
+                               const v1::WriteCheckpointRequest* request,
+                               v1::WriteCheckpointResponse* response) override;
+  grpc::Status ApplyRound(grpc::ServerContext* context, const v1::ApplyRoundRequest* request,
+                          v1::ApplyRoundResponse* response) override;
+
+ private:
+  ShardStore* const store_;
+  ShardCheckpointer* const checkpointer_;
+  const uint64_t incarnation_;
+};
+
+}  // namespace spotps
+
+#endif  // SPOTPS_PS_RPC_PARAMETER_SERVER_SERVICE_H_

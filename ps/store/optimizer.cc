@@ -1,0 +1,163 @@
+#include "ps/store/optimizer.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace spotps {
+namespace {
+
+struct Fp32Grad {
+  const float* p;
+  float operator[](int64_t i) const { return p[i]; }
+};
+
+struct Bf16Grad {
+  const uint16_t* p;
+  float operator[](int64_t i) const {
+    const uint32_t bits = static_cast<uint32_t>(p[i]) << 16;
+    float f;
+    std::memcpy(&f, &bits, sizeof(f));
+    return f;
+  }
+};
+
+struct AdamWStep {
+  float decay;  // 1 - lr * weight_decay
+  float beta1, one_minus_beta1;
+  float beta2, one_minus_beta2;
+  float bias2_sqrt;  // sqrt(1 - beta2^t)
+  float eps;
+  float step_size;  // lr / (1 - beta1^t)
+};
+
+template <typename Grad>
+inline void AdamWKernel(float* __restrict w, float* __restrict m, float* __restrict v, Grad g,
+                        int64_t n, const AdamWStep& s) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = g[i];
+    const float wi = w[i] * s.decay;
+    const float mi = m[i] * s.beta1 + gi * s.one_minus_beta1;
+    const float vi = v[i] * s.beta2 + gi * gi * s.one_minus_beta2;
+    m[i] = mi;
+    v[i] = vi;
+    w[i] = wi - s.step_size * (mi / (std::sqrt(vi) / s.bias2_sqrt + s.eps));
+  }
+}
+
+struct SgdStep {
+  float lr, weight_decay, momentum, one_minus_dampening;
+  bool nesterov, first;
+};
+
+template <typename Grad>
+inline void SgdKernel(float* __restrict w, float* __restrict buf, Grad g, int64_t n,
+                      const SgdStep& s) {
+  // Fused multiply-adds where LibTorch's vectorized add(x, alpha) uses them,
+  // so both round the same way.
+  for (int64_t i = 0; i < n; ++i) {
+    float d = g[i];
+    if (s.weight_decay != 0.0f) d = std::fma(w[i], s.weight_decay, d);
+    if (buf != nullptr) {
+      const float b = s.first ? d : std::fma(d, s.one_minus_dampening, buf[i] * s.momentum);
+      buf[i] = b;
+      d = s.nesterov ? std::fma(b, s.momentum, d) : b;
+    }
+    w[i] = std::fma(d, -s.lr, w[i]);
+  }
+}
+
+// One clone per ISA; the loader picks the widest the CPU has at start-up.
+#define SPOTPS_ISA_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+
+SPOTPS_ISA_CLONES void AdamWFp32(float* w, float* m, float* v, const float* g, int64_t n,
+                                 const AdamWStep& s) {
+  AdamWKernel(w, m, v, Fp32Grad{g}, n, s);
+}
+SPOTPS_ISA_CLONES void AdamWBf16(float* w, float* m, float* v, const uint16_t* g, int64_t n,
+                                 const AdamWStep& s) {
+  AdamWKernel(w, m, v, Bf16Grad{g}, n, s);
+}
+SPOTPS_ISA_CLONES void SgdFp32(float* w, float* buf, const float* g, int64_t n, const SgdStep& s) {
+  SgdKernel(w, buf, Fp32Grad{g}, n, s);
+}
+SPOTPS_ISA_CLONES void SgdBf16(float* w, float* buf, const uint16_t* g, int64_t n,
+                               const SgdStep& s) {
+  SgdKernel(w, buf, Bf16Grad{g}, n, s);
+}
+
+}  // namespace
+
+absl::StatusOr<OptimizerKind> ParseOptimizerKind(absl::string_view name) {
+  if (name == "sgd") return OptimizerKind::kSgd;
+  if (name == "adamw") return OptimizerKind::kAdamW;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown optimizer '", name, "' (expected sgd or adamw)"));
+}
+
+absl::Status ValidateOptimizerConfig(const OptimizerConfig& c) {
+  auto bad = [](auto... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
+  if (!(c.weight_decay >= 0.0f) || !std::isfinite(c.weight_decay)) {
+    return bad("weight_decay must be finite and >= 0, got ", c.weight_decay);
+  }
+  if (c.kind == OptimizerKind::kSgd) {
+    if (!(c.momentum >= 0.0f && c.momentum < 1.0f)) {
+      return bad("momentum must be in [0, 1), got ", c.momentum);
+    }
+    if (!(c.dampening >= 0.0f && c.dampening <= 1.0f)) {
+      return bad("dampening must be in [0, 1], got ", c.dampening);
+    }
+    if (c.nesterov && (c.momentum == 0.0f || c.dampening != 0.0f)) {
+      return bad("nesterov needs momentum > 0 and dampening 0");
+    }
+    return absl::OkStatus();
+  }
+  if (!(c.beta1 >= 0.0f && c.beta1 < 1.0f) || !(c.beta2 >= 0.0f && c.beta2 < 1.0f)) {
+    return bad("beta1 and beta2 must be in [0, 1), got ", c.beta1, " and ", c.beta2);
+  }
+  if (!(c.eps > 0.0f) || !std::isfinite(c.eps)) return bad("eps must be > 0, got ", c.eps);
+  return absl::OkStatus();
+}
+
+int Optimizer::state_slots() const {
+  if (config_.kind == OptimizerKind::kAdamW) return 2;
+  return config_.momentum != 0.0f ? 1 : 0;
+}
+
+void Optimizer::Apply(float* params, float* const* state, const GradientView& grad, int64_t n,
+                      float lr, uint64_t step) const {
+  const bool bf16 = grad.dtype == v1::DTYPE_BF16;
+  const OptimizerConfig& c = config_;
+  if (c.kind == OptimizerKind::kAdamW) {
+    // Scalars in double, as LibTorch computes them, then rounded once.
+    const double bias1 = 1.0 - std::pow(static_cast<double>(c.beta1), static_cast<double>(step));
+    const double bias2 = 1.0 - std::pow(static_cast<double>(c.beta2), static_cast<double>(step));
+    const AdamWStep s{static_cast<float>(1.0 - static_cast<double>(lr) * c.weight_decay),
+                      c.beta1,
+                      static_cast<float>(1.0 - c.beta1),
+                      c.beta2,
+                      static_cast<float>(1.0 - c.beta2),
+                      static_cast<float>(std::sqrt(bias2)),
+                      c.eps,
+                      static_cast<float>(lr / bias1)};
+    if (bf16) {
+      AdamWBf16(params, state[0], state[1], static_cast<const uint16_t*>(grad.data), n, s);
+    } else {
+      AdamWFp32(params, state[0], state[1], static_cast<const float*>(grad.data), n, s);
+    }
+    return;
+  }
+  const SgdStep s{lr, c.weight_decay, c.momentum, 1.0f - c.dampening, c.nesterov, step <= 1};
+  float* buf = state_slots() > 0 ? state[0] : nullptr;
+  if (bf16) {
+    SgdBf16(params, buf, static_cast<const uint16_t*>(grad.data), n, s);
+  } else {
+    SgdFp32(params, buf, static_cast<const float*>(grad.data), n, s);
+  }
+}
+
+}  // namespace spotps

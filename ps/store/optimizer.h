@@ -1,0 +1,64 @@
+// Server-side optimizers over FP32 master weights with FP32 state. The math
+// follows torch::optim::SGD and torch::optim::AdamW exactly (same operation
+// order), so a shard and a plain LibTorch loop agree on the same gradients.
+#ifndef SPOTPS_PS_STORE_OPTIMIZER_H_
+#define SPOTPS_PS_STORE_OPTIMIZER_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "spotps/v1/parameter_server.pb.h"
+
+namespace spotps {
+
+enum class OptimizerKind { kSgd, kAdamW };
+
+struct OptimizerConfig {
+  OptimizerKind kind = OptimizerKind::kAdamW;
+  float weight_decay = 0.0f;  // SGD: L2 added to the gradient. AdamW: decoupled.
+  // SGD.
+  float momentum = 0.0f;
+  float dampening = 0.0f;
+  bool nesterov = false;
+  // AdamW.
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+};
+
+absl::StatusOr<OptimizerKind> ParseOptimizerKind(absl::string_view name);
+absl::Status ValidateOptimizerConfig(const OptimizerConfig& config);
+
+// Raw little-endian gradient elements as they arrived on the wire; the
+// kernels decode BF16 on the fly instead of in a separate pass.
+struct GradientView {
+  v1::DType dtype = v1::DTYPE_FP32;
+  const void* data = nullptr;
+};
+
+// Stateless rule for one update of a contiguous run of parameters. Promises:
+// reads only the given arrays and is safe to call on disjoint runs from
+// several threads at once.
+class Optimizer {
+ public:
+  explicit Optimizer(const OptimizerConfig& config) : config_(config) {}
+
+  // FP32 state arrays per parameter: AdamW 2 (m, v), SGD with momentum 1.
+  int state_slots() const;
+
+  // Updates params[0, n) with `state` (state_slots() arrays of n floats).
+  // `step` is this update's 1-based count for these parameters: AdamW's bias
+  // correction uses it, and SGD's momentum buffer starts at step 1.
+  void Apply(float* params, float* const* state, const GradientView& grad, int64_t n, float lr,
+             uint64_t step) const;
+
+  const OptimizerConfig& config() const { return config_; }
+
+ private:
+  OptimizerConfig config_;
+};
+
+}  // namespace spotps
+
+#endif  // SPOTPS_PS_STORE_OPTIMIZER_H_

@@ -1,0 +1,16 @@
+#include "ps/store/recent_push_ids.h"
+
+namespace spotps {
+
+bool RecentPushIds::Insert(absl::string_view id) {
+  absl::MutexLock lock(&mu_);
+  if (!ids_.emplace(id).second) return false;
+  order_.emplace_back(id);
+  if (order_.size() > capacity_) {
+    ids_.erase(order_.front());
+    order_.pop_front();
+  }
+  return true;
+}
+
+}  // namespace spotps

@@ -1,0 +1,49 @@
+#include "ps/store/round_buffer.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+#include "common/tensor_codec.h"
+
+namespace spotps {
+
+RoundBuffer::Gradient RoundBuffer::Copy(v1::DType dtype, const std::vector<PayloadRange>& ranges) {
+  Gradient g;
+  g.dtype = dtype;
+  for (const PayloadRange& r : ranges) {
+    g.partitions[r.partition_id].push_back(Gradient::Piece{r.offset, std::string(r.bytes)});
+  }
+  return g;
+}
+
+absl::StatusOr<bool> RoundBuffer::Add(absl::string_view push_id, Gradient gradient) {
+  if (Holds(push_id)) return false;
+  if (held_.size() >= capacity_) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "this shard already holds %d gradients for the open round (--max_round_contributions)",
+        capacity_));
+  }
+  held_.emplace(std::string(push_id), std::move(gradient));
+  return true;
+}
+
+void RoundBuffer::MeanInto(const std::vector<std::string>& sorted_ids, uint32_t partition,
+                           int64_t n, float* out) const {
+  std::fill(out, out + n, 0.0f);
+  std::vector<float> decoded;
+  for (const std::string& id : sorted_ids) {
+    const Gradient& g = held_.at(id);
+    const size_t width = WireBytesPerElement(g.dtype);
+    for (const Gradient::Piece& piece : g.partitions.at(partition)) {
+      const int64_t count = static_cast<int64_t>(piece.bytes.size() / width);
+      decoded.resize(count);
+      DecodeToFp32(g.dtype, piece.bytes, count, decoded.data()).IgnoreError();  // Validated.
+      float* dst = out + piece.offset;
+      for (int64_t i = 0; i < count; ++i) dst[i] += decoded[i];
+    }
+  }
+  const float k = static_cast<float>(sorted_ids.size());
+  for (int64_t i = 0; i < n; ++i) out[i] /= k;
+}
+
+}  // namespace spotps

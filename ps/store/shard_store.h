@@ -1,0 +1,192 @@
+// ShardStore: the partitions one shard owns, with FP32 master weights,
+// optimizer state and a version per partition.
+#ifndef SPOTPS_PS_STORE_SHARD_STORE_H_
+#define SPOTPS_PS_STORE_SHARD_STORE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "common/model_layout.h"
+#include "common/partition_map.h"
+#include "ps/store/learning_rate_schedule.h"
+#include "ps/store/optimizer.h"
+#include "ps/store/payload_range.h"
+#include "ps/store/recent_push_ids.h"
+#include "ps/store/round_buffer.h"
+#include "spotps/v1/parameter_server.pb.h"
+
+namespace spotps {
+
+struct ShardOptions {
+  uint32_t shard_index = 0;
+  uint32_t num_shards = 1;
+  OptimizerConfig optimizer;
+  ScheduleConfig schedule;
+  // Scale each push's learning rate by 1 / (1 + staleness).
+  bool staleness_lr_scaling = false;
+  // Refuse pushes staler than this many versions; negative: no bound.
+  int64_t max_staleness = -1;
+  size_t remembered_push_ids = size_t{1} << 16;
+  // Sync mode (--consistency=sync): pushes are held for the open round and
+  // applied together by ApplyRound; at most this many are held at once.
+  bool sync_rounds = false;
+  size_t max_round_contributions = 64;
+};
+
+struct PushOutcome {
+  bool duplicate = false;
+  bool deferred = false;  // Sync mode: held for the round, not applied yet.
+  uint64_t global_step = 0;
+  std::vector<uint32_t> partition_ids;  // Partitions updated, ascending.
+  std::vector<uint64_t> new_versions;
+  std::vector<uint64_t> staleness;
+};
+
+struct RoundOutcome {
+  bool already_applied = false;  // A retry of the last round: nothing changed.
+  uint64_t global_step = 0;
+};
+
+// One owned partition's complete training state, copied out of a shard or
+// into one.
+struct PartitionSnapshot {
+  uint32_t id = 0;
+  uint64_t version = 0;
+  std::vector<float> weights;
+  // ShardState::optimizer_state_slots arrays, each of weights.size() floats
+  // (AdamW: m then v; SGD with momentum: the momentum buffer).
+  std::vector<std::vector<float>> optimizer_state;
+};
+
+// Everything a shard needs to resume training where it left off: its model,
+// its place among the shards, the update count that drives the learning
+// rate, and every owned partition. Push ids and statistics are not part of it.
+struct ShardState {
+  ModelLayout layout;
+  uint32_t shard_index = 0;
+  uint32_t num_shards = 0;
+  uint64_t global_step = 0;
+  int optimizer_state_slots = 0;
+  std::vector<PartitionSnapshot> partitions;  // Exported in ascending id order.
+};
+
+// Checks that `state` is self-consistent: a non-empty layout that cuts into a
+// PartitionMap for num_shards, exactly the partitions of shard_index (each
+// once, any order) with the map's element counts, optimizer_state_slots arrays
+// per partition, and only finite values. INVALID_ARGUMENT otherwise.
+absl::Status ValidateShardState(const ShardState& state);
+
+// Owns the shard's partitions and applies gradients to them. Promises:
+// every request is fully validated before it changes anything; a partition
+// is read and written under its own lock, so pushes to different partitions
+// run in parallel and a read sees one version; a push id is applied at most
+// once among the last `remembered_push_ids`; the first valid Init wins. In
+// sync mode versions move only by whole rounds: a push must cover every
+// owned partition at its current version, and is held until ApplyRound.
+class ShardStore {
+ public:
+  static absl::StatusOr<std::unique_ptr<ShardStore>> Create(const ShardOptions& options);
+  ~ShardStore();
+
+  // Takes the initial FP32 values of every partition this shard owns. Returns
+  // true if applied, false if the same layout was already initialised (these
+  // values are ignored); FAILED_PRECONDITION for a different layout.
+  absl::StatusOr<bool> Init(const ModelLayout& layout, const std::vector<PayloadRange>& values);
+
+  // Applies one gradient (BF16 or FP32 payload ranges) with the optimizer;
+  // in sync mode holds it for the open round instead (ABORTED if it was
+  // computed before the last round was applied).
+  absl::StatusOr<PushOutcome> Push(absl::string_view push_id, v1::DType dtype,
+                                   const std::vector<PayloadRange>& ranges);
+
+  // Sync mode: applies the mean of the held pushes `push_ids` as one update
+  // of every owned partition and drops every held push. FAILED_PRECONDITION
+  // outside sync mode, INVALID_ARGUMENT for a bad id list, NOT_FOUND when a
+  // named push is not held (lost in a restart): nothing changes then.
+  absl::StatusOr<RoundOutcome> ApplyRound(const std::vector<std::string>& push_ids);
+
+  // Encodes partition `id` as `dtype` into *out (replacing its contents)
+  // and returns the version it was read at.
+  absl::StatusOr<uint64_t> Read(uint32_t id, v1::DType dtype, std::string* out) const;
+  absl::StatusOr<uint64_t> Version(uint32_t id) const;
+
+  bool initialized() const { return initialized_.load(std::memory_order_acquire); }
+  // Valid once initialized().
+  const ModelLayout& layout() const { return layout_; }
+  const PartitionMap& partition_map() const { return map_; }
+  const std::vector<uint32_t>& owned_partitions() const;
+  int64_t owned_elements() const;
+
+  // Copies the shard's state. Each partition is copied under its reader lock,
+  // one at a time, so each is at one version and pushes wait for at most one
+  // partition copy; different partitions may be at different versions unless
+  // the caller has paused pushes. global_step is read after the copies, so it
+  // counts at least every push whose effect is in them. FAILED_PRECONDITION
+  // before the model is initialised.
+  absl::StatusOr<ShardState> ExportState() const;
+
+  // Initialises the store from an exported state (weights, optimizer state,
+  // versions and global_step). FAILED_PRECONDITION if the store is already
+  // initialised; INVALID_ARGUMENT if the state belongs to another shard index
+  // or shard count, uses another number of optimizer state slots, or fails
+  // ValidateShardState. Everything is checked before anything changes.
+  absl::Status ImportState(const ShardState& state);
+  // Same, moving the arrays instead of copying them.
+  absl::Status ImportState(ShardState&& state);
+
+  const ShardOptions& options() const { return options_; }
+  double LearningRateNow() const;
+  // Fills the counters and partition versions of a Stats reply.
+  void FillStats(v1::StatsResponse* stats) const;
+  void CountPull(int64_t bytes_out);
+  void CountPushBytes(int64_t bytes_in);
+
+ private:
+  struct PartitionState;
+  ShardStore(const ShardOptions& options, LearningRateSchedule schedule);
+
+  absl::Status RequireInitialized() const;
+  absl::StatusOr<const PartitionState*> Owned(uint32_t id) const;
+  // Checks ids, ownership, byte counts, bounds, overlaps and finiteness.
+  absl::Status ValidateRanges(const std::vector<PayloadRange>& ranges, v1::DType dtype,
+                              const PartitionMap& map, bool require_full_cover) const;
+  absl::Status ValidateVersions(const std::vector<PayloadRange>& ranges) const;
+  PushOutcome Apply(v1::DType dtype, const std::vector<PayloadRange>& ranges);
+  absl::StatusOr<PushOutcome> HoldForRound(absl::string_view push_id, v1::DType dtype,
+                                           const std::vector<PayloadRange>& ranges);
+  // Makes a validated model visible to every other method.
+  void Publish(const ModelLayout& layout, PartitionMap map,
+               std::vector<std::unique_ptr<PartitionState>> partitions)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(init_mu_);
+
+  const ShardOptions options_;
+  const LearningRateSchedule schedule_;
+  const Optimizer optimizer_;
+
+  absl::Mutex init_mu_;
+  std::atomic<bool> initialized_{false};
+  ModelLayout layout_;
+  PartitionMap map_;
+  std::vector<std::unique_ptr<PartitionState>> partitions_;  // By id; null if not owned.
+
+  RecentPushIds recent_push_ids_;
+  // Sync mode: versions change only under round_mu_, so a held push's base
+  // versions stay current until the round that drops it.
+  mutable absl::Mutex round_mu_;
+  RoundBuffer round_buffer_ ABSL_GUARDED_BY(round_mu_);
+  std::vector<std::string> last_round_ ABSL_GUARDED_BY(round_mu_);  // Sorted push ids.
+  std::atomic<uint64_t> global_step_{0};
+  std::atomic<uint64_t> pushes_applied_{0}, pushes_duplicate_{0}, pushes_rejected_{0},
+      pushes_too_stale_{0}, pulls_{0}, bytes_in_{0}, bytes_out_{0}, staleness_sum_{0},
+      staleness_count_{0}, staleness_max_{0};
+};
+
+}  // namespace spotps
+
+#endif  // SPOTPS_PS_STORE_SHARD_STORE_H_

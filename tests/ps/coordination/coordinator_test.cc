@@ -1,0 +1,221 @@
+// Membership and work-unit dispatch on a fake clock: every unit trained
+// exactly once per epoch unless a lease expired, and the counts add up.
+#include "ps/coordination/coordinator.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+namespace spotps {
+namespace {
+
+class CoordinatorTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Coordinator> Make(uint32_t epochs, uint64_t units, Consistency consistency = {}) {
+    CoordinatorOptions o;
+    o.consistency = consistency;
+    o.sync_acquire_wait = absl::ZeroDuration();
+    o.dispatch.num_epochs = epochs;
+    o.dispatch.units_per_epoch = units;
+    o.dispatch.seed = 42;
+    o.dispatch.unit_lease = absl::Seconds(30);
+    o.worker_lease = absl::Seconds(10);
+    auto c = Coordinator::Create(o, [this] { return now_; });
+    EXPECT_TRUE(c.ok()) << c.status();
+    return *std::move(c);
+  }
+  void Advance(absl::Duration d) { now_ += d; }
+  absl::Time now_ = absl::UnixEpoch() + absl::Hours(1000);
+};
+
+TEST_F(CoordinatorTest, EveryUnitOfEveryEpochIsHandedOutOnce) {
+  auto c = Make(3, 50);
+  const uint64_t a = c->Register("a"), b = c->Register("b");
+  std::vector<std::multiset<uint64_t>> trained(3);
+  for (int turn = 0;; ++turn) {
+    const uint64_t worker = turn % 2 == 0 ? a : b;
+    auto grant = c->Acquire(worker);
+    ASSERT_TRUE(grant.ok());
+    if (grant->outcome == WorkUnitDispatcher::Outcome::kDone) break;
+    ASSERT_EQ(grant->outcome, WorkUnitDispatcher::Outcome::kUnit);
+    trained[grant->epoch].insert(grant->data_unit);
+    auto dup = c->Commit(worker, grant->epoch, grant->index);
+    ASSERT_TRUE(dup.ok());
+    EXPECT_FALSE(*dup);
+  }
+  for (uint32_t e = 0; e < 3; ++e) {
+    ASSERT_EQ(trained[e].size(), 50u);
+    EXPECT_EQ(std::set<uint64_t>(trained[e].begin(), trained[e].end()).size(), 50u);
+  }
+  const v1::ProgressResponse p = c->Progress();
+  EXPECT_TRUE(p.done());
+  for (const auto& ep : p.epochs()) {
+    EXPECT_EQ(ep.committed(), 50u);
+    EXPECT_EQ(ep.reissued(), 0u);
+    EXPECT_EQ(ep.duplicated(), 0u);
+  }
+}
+
+TEST_F(CoordinatorTest, EpochOrderIsSeededShuffledAndDiffersPerEpoch) {
+  const auto e0 = WorkUnitDispatcher::EpochOrder(42, 0, 100);
+  const auto e1 = WorkUnitDispatcher::EpochOrder(42, 1, 100);
+  EXPECT_EQ(e0, WorkUnitDispatcher::EpochOrder(42, 0, 100));
+  EXPECT_NE(e0, e1);
+  std::vector<uint64_t> sorted = e0;
+  std::sort(sorted.begin(), sorted.end());
+  for (uint64_t i = 0; i < 100; ++i) ASSERT_EQ(sorted[i], i);
+  std::vector<uint64_t> identity(100);
+  for (uint64_t i = 0; i < 100; ++i) identity[i] = i;
+  EXPECT_NE(e0, identity);
+}
+
+TEST_F(CoordinatorTest, ExpiredUnitLeaseIsReissuedAndLateCommitIsADuplicate) {
+  auto c = Make(1, 3);
+  const uint64_t slow = c->Register("slow"), fast = c->Register("fast");
+  auto held = c->Acquire(slow);
+  ASSERT_EQ(held->outcome, WorkUnitDispatcher::Outcome::kUnit);
+  for (int i = 0; i < 7; ++i) {  // The unit lease (30 s) runs out; both stay alive.
+    Advance(absl::Seconds(5));
+    ASSERT_TRUE(c->Heartbeat(slow).ok());
+    ASSERT_TRUE(c->Heartbeat(fast).ok());
+  }
+  auto again = c->Acquire(fast);
+  ASSERT_EQ(again->outcome, WorkUnitDispatcher::Outcome::kUnit);
+  EXPECT_EQ(again->index, held->index);  // Re-issued units go first.
+  EXPECT_FALSE(*c->Commit(fast, again->epoch, again->index));
+  EXPECT_TRUE(*c->Commit(slow, held->epoch, held->index));  // Trained twice: counted.
+  const v1::ProgressResponse p = c->Progress();
+  EXPECT_EQ(p.epochs(0).reissued(), 1u);
+  EXPECT_EQ(p.epochs(0).duplicated(), 1u);
+  EXPECT_EQ(p.epochs(0).committed(), 1u);
+}
+
+TEST_F(CoordinatorTest, DeadWorkersLoseTheirLeaseAndTheirUnits) {
+  auto c = Make(1, 4);
+  const uint64_t dead = c->Register("dead"), alive = c->Register("alive");
+  auto a = c->Acquire(dead);
+  auto b = c->Acquire(dead);
+  ASSERT_EQ(b->outcome, WorkUnitDispatcher::Outcome::kUnit);
+  for (int i = 0; i < 3; ++i) {
+    Advance(absl::Seconds(5));
+    ASSERT_TRUE(c->Heartbeat(alive).ok());
+  }
+  // 15 s without a heartbeat: `dead` is gone and must register again.
+  EXPECT_EQ(c->Heartbeat(dead).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(c->Acquire(dead).status().code(), absl::StatusCode::kNotFound);
+  std::set<uint64_t> got;
+  for (int i = 0; i < 4; ++i) {
+    auto g = c->Acquire(alive);
+    ASSERT_EQ(g->outcome, WorkUnitDispatcher::Outcome::kUnit);
+    got.insert(g->index);
+    EXPECT_FALSE(*c->Commit(alive, g->epoch, g->index));
+  }
+  EXPECT_EQ(got.size(), 4u);
+  EXPECT_TRUE(got.count(a->index) && got.count(b->index));
+  const v1::ProgressResponse p = c->Progress();
+  EXPECT_TRUE(p.done());
+  EXPECT_EQ(p.epochs(0).reissued(), 2u);
+  EXPECT_EQ(p.workers_expired(), 1u);
+  EXPECT_EQ(p.workers_size(), 1);
+}
+
+TEST_F(CoordinatorTest, DrainReleasesAndDeregisterFreesEverything) {
+  auto c = Make(1, 2);
+  const uint64_t w = c->Register("w");
+  auto a = c->Acquire(w);
+  auto b = c->Acquire(w);
+  EXPECT_EQ(c->Acquire(w)->outcome, WorkUnitDispatcher::Outcome::kWait);  // All leased.
+  c->Release(w, a->epoch, a->index);
+  EXPECT_EQ(c->Acquire(w)->index, a->index);
+  c->Deregister(w);
+  const uint64_t v = c->Register("v");
+  EXPECT_EQ(c->Acquire(v)->outcome, WorkUnitDispatcher::Outcome::kUnit);
+  EXPECT_EQ(c->Progress().epochs(0).reissued(), 3u);
+  (void)b;
+}
+
+TEST_F(CoordinatorTest, BadCommitsAreRefused) {
+  auto c = Make(2, 5);
+  const uint64_t w = c->Register("w");
+  EXPECT_EQ(c->Commit(w, 0, 5).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c->Commit(w, 7, 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c->Commit(w, 1, 0).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(c->Progress().epochs(0).committed(), 0u);
+}
+
+TEST_F(CoordinatorTest, ProgressSurvivesExportAndImport) {
+  auto c = Make(2, 6);
+  const uint64_t w = c->Register("w");
+  for (int i = 0; i < 8; ++i) {  // Epoch 0 done, 2 units of epoch 1.
+    auto g = c->Acquire(w);
+    ASSERT_TRUE(c->Commit(w, g->epoch, g->index).ok());
+  }
+  auto leased = c->Acquire(w);  // Not committed: must come back after restore.
+  const std::string saved = c->ExportProgress();
+  auto restored = Make(2, 6);
+  ASSERT_TRUE(restored->ImportProgress(saved).ok());
+  const v1::ProgressResponse p = restored->Progress();
+  EXPECT_EQ(p.current_epoch(), 1u);
+  EXPECT_EQ(p.epochs(0).committed(), 6u);
+  EXPECT_EQ(p.epochs(1).committed(), 2u);
+  const uint64_t v = restored->Register("v");
+  std::set<uint64_t> remaining;
+  for (int i = 0; i < 4; ++i) {
+    auto g = restored->Acquire(v);
+    ASSERT_EQ(g->outcome, WorkUnitDispatcher::Outcome::kUnit);
+    remaining.insert(g->index);
+    ASSERT_FALSE(*restored->Commit(v, g->epoch, g->index));
+  }
+  EXPECT_TRUE(remaining.count(leased->index));
+  EXPECT_TRUE(restored->Progress().done());
+  auto other = Make(3, 6);
+  EXPECT_EQ(other->ImportProgress(saved).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(other->ImportProgress("junk").code(), absl::StatusCode::kDataLoss);
+}
+
+TEST_F(CoordinatorTest, SspHoldsTheFastestWithinTheBoundOfTheSlowest) {
+  auto c = Make(1, 1000, Consistency{v1::CONSISTENCY_SSP, 2});
+  const uint64_t fast = c->Register("fast"), slow = c->Register("slow");
+  auto take = [&](uint64_t w) {
+    auto g = c->Acquire(w);
+    EXPECT_TRUE(g.ok());
+    if (g->outcome == WorkUnitDispatcher::Outcome::kUnit) {
+      EXPECT_FALSE(*c->Commit(w, g->epoch, g->index));
+    }
+    return g->outcome;
+  };
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(take(fast), WorkUnitDispatcher::Outcome::kUnit);
+  EXPECT_EQ(take(fast), WorkUnitDispatcher::Outcome::kWait);  // 3 ahead > bound 2.
+  EXPECT_EQ(take(slow), WorkUnitDispatcher::Outcome::kUnit);  // The slowest never waits.
+  EXPECT_EQ(take(fast), WorkUnitDispatcher::Outcome::kUnit);
+  EXPECT_EQ(take(fast), WorkUnitDispatcher::Outcome::kWait);
+  // A newcomer starts at the slowest clock and does not hold anyone back.
+  const uint64_t late = c->Register("late");
+  EXPECT_EQ(take(late), WorkUnitDispatcher::Outcome::kUnit);
+  // The slow worker dies: its lease expires and it leaves the clock.
+  for (int i = 0; i < 3; ++i) {
+    Advance(absl::Seconds(5));
+    ASSERT_TRUE(c->Heartbeat(fast).ok());
+    ASSERT_TRUE(c->Heartbeat(late).ok());
+  }
+  EXPECT_EQ(c->Heartbeat(slow).code(), absl::StatusCode::kNotFound);
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(take(late), WorkUnitDispatcher::Outcome::kUnit);
+  EXPECT_EQ(take(fast), WorkUnitDispatcher::Outcome::kUnit);  // Min is now `late`'s clock.
+}
+
+TEST(ConsistencyTest, ParsesModes) {
+  EXPECT_EQ(ParseConsistency("async")->mode, v1::CONSISTENCY_ASYNC);
+  EXPECT_EQ(ParseConsistency("sync")->mode, v1::CONSISTENCY_SYNC);
+  const Consistency ssp = *ParseConsistency("ssp:8");
+  EXPECT_EQ(ssp.mode, v1::CONSISTENCY_SSP);
+  EXPECT_EQ(ssp.ssp_bound, 8);
+  EXPECT_EQ(ConsistencyName(ssp), "ssp:8");
+  EXPECT_EQ(ParseConsistency("ssp:0")->ssp_bound, 0);
+  EXPECT_EQ(ParseConsistency("ssp:-1").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseConsistency("ssp").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseConsistency("bsp").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace spotps

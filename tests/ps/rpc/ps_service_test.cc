@@ -1,0 +1,313 @@
+// Every kind of bad request against a real gRPC server on loopback: each gets
+// a precise status and changes nothing.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "common/tensor_codec.h"
+#include "ps/rpc/parameter_server_service.h"
+
+namespace spotps {
+namespace {
+
+constexpr int kMaxMessageBytes = 2 << 20;
+
+class PsServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ShardOptions o;  // Shard 0 of 2, so some partitions belong elsewhere.
+    o.num_shards = 2;
+    o.optimizer.kind = OptimizerKind::kSgd;
+    o.schedule.base_lr = 0.25;
+    store_ = *ShardStore::Create(o);
+    service_ = std::make_unique<ParameterServerService>(store_.get(), nullptr, 1);
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(port, 0);
+    grpc::ChannelArguments args;
+    args.SetMaxSendMessageSize(64 << 20);
+    stub_ = v1::ParameterServer::NewStub(grpc::CreateCustomChannel(
+        "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials(), args));
+    map_ = *PartitionMap::Create(layout_, 2);
+    own_ = map_.PartitionsOfShard(0);
+    other_ = map_.PartitionsOfShard(1);
+  }
+  void TearDown() override { server_->Shutdown(); }
+
+  grpc::Status SendInit(const v1::InitRequest& header, const std::vector<v1::InitRequest>& rest) {
+    grpc::ClientContext ctx;
+    v1::InitResponse reply;
+    auto writer = stub_->Init(&ctx, &reply);
+    writer->Write(header);
+    for (const auto& m : rest) writer->Write(m);
+    writer->WritesDone();
+    return writer->Finish();
+  }
+
+  v1::InitRequest InitHeader() {
+    v1::InitRequest h;
+    *h.mutable_layout() = layout_.ToProto();
+    h.set_num_shards(2);
+    h.set_shard_index(0);
+    return h;
+  }
+
+  void AddChunk(google::protobuf::RepeatedPtrField<v1::PartitionChunk>* chunks, uint32_t id,
+                uint64_t offset, const std::vector<float>& values, v1::DType dtype,
+                uint64_t version = 0) {
+    v1::PartitionChunk* c = chunks->Add();
+    c->set_partition_id(id);
+    c->set_offset(offset);
+    c->set_version(version);
+    AppendEncoded(values.data(), values.size(), dtype, c->mutable_data());
+  }
+
+  std::vector<float> Fill(uint32_t id, float value) {
+    return std::vector<float>(map_.partitions()[id].num_elements, value);
+  }
+
+  void InitValid() {
+    v1::InitRequest h = InitHeader();
+    for (uint32_t id : own_) AddChunk(h.mutable_chunks(), id, 0, Fill(id, 1.0f), v1::DTYPE_FP32);
+    ASSERT_TRUE(SendInit(h, {}).ok());
+  }
+
+  // A valid whole-shard BF16 gradient push, to mutate into bad ones.
+  v1::PushRequest GoodPush(float value = 1.0f) {
+    v1::PushRequest p;
+    p.set_push_id("p-" + std::to_string(next_id_++));
+    p.set_dtype(v1::DTYPE_BF16);
+    for (uint32_t id : own_) AddChunk(p.mutable_chunks(), id, 0, Fill(id, value), v1::DTYPE_BF16);
+    return p;
+  }
+
+  grpc::Status SendPush(const std::vector<v1::PushRequest>& messages) {
+    grpc::ClientContext ctx;
+    v1::PushResponse reply;
+    auto writer = stub_->Push(&ctx, &reply);
+    for (const auto& m : messages) {
+      if (!writer->Write(m)) break;
+    }
+    writer->WritesDone();
+    return writer->Finish();
+  }
+
+  grpc::Status SendPull(const v1::PullRequest& request, std::vector<v1::PullResponse>* out) {
+    grpc::ClientContext ctx;
+    auto reader = stub_->Pull(&ctx, request);
+    v1::PullResponse r;
+    while (reader->Read(&r)) out->push_back(r);
+    return reader->Finish();
+  }
+
+  // No state changed: nothing applied, every owned value still 1.
+  void ExpectUntouched() {
+    v1::StatsResponse stats;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub_->Stats(&ctx, v1::StatsRequest(), &stats).ok());
+    EXPECT_EQ(stats.global_step(), 0u);
+    EXPECT_EQ(stats.pushes_applied(), 0u);
+    for (const auto& p : stats.partitions()) EXPECT_EQ(p.version(), 0u);
+    for (uint32_t id : own_) {
+      std::string bytes;
+      ASSERT_TRUE(store_->Read(id, v1::DTYPE_FP32, &bytes).ok());
+      std::vector<float> v(bytes.size() / 4);
+      DecodeToFp32(v1::DTYPE_FP32, bytes, v.size(), v.data()).IgnoreError();
+      for (float x : v) ASSERT_EQ(x, 1.0f);
+    }
+  }
+
+  static void ExpectStatus(const grpc::Status& s, grpc::StatusCode code, const std::string& words) {
+    EXPECT_EQ(s.error_code(), code) << s.error_message();
+    EXPECT_NE(s.error_message().find(words), std::string::npos)
+        << "message '" << s.error_message() << "' lacks '" << words << "'";
+  }
+
+  ModelLayout layout_ = *ModelLayout::Create({{"w", {300'000}}, {"b", {10}}});
+  PartitionMap map_;
+  std::vector<uint32_t> own_, other_;
+  std::unique_ptr<ShardStore> store_;
+  std::unique_ptr<ParameterServerService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<v1::ParameterServer::Stub> stub_;
+  int next_id_ = 0;
+};
+
+TEST_F(PsServiceTest, RequestsBeforeInitAreFailedPrecondition) {
+  std::vector<v1::PullResponse> out;
+  v1::PullRequest pull;
+  pull.set_dtype(v1::DTYPE_BF16);
+  ExpectStatus(SendPull(pull, &out), grpc::StatusCode::FAILED_PRECONDITION, "not initialised");
+  ExpectStatus(SendPush({GoodPush()}), grpc::StatusCode::FAILED_PRECONDITION, "not initialised");
+}
+
+TEST_F(PsServiceTest, BadInitsAreRefused) {
+  v1::InitRequest wrong_shards = InitHeader();
+  wrong_shards.set_num_shards(3);
+  ExpectStatus(SendInit(wrong_shards, {}), grpc::StatusCode::FAILED_PRECONDITION, "shard 0 of 3");
+
+  v1::InitRequest dup = InitHeader();
+  *dup.mutable_layout()->add_tensors() = dup.layout().tensors(0);
+  ExpectStatus(SendInit(dup, {}), grpc::StatusCode::INVALID_ARGUMENT, "duplicate tensor name");
+
+  v1::InitRequest missing = InitHeader();
+  AddChunk(missing.mutable_chunks(), own_[0], 0, Fill(own_[0], 1.0f), v1::DTYPE_FP32);
+  ExpectStatus(SendInit(missing, {}), grpc::StatusCode::INVALID_ARGUMENT, "missing");
+
+  v1::InitRequest nan = InitHeader();
+  for (uint32_t id : own_) {
+    std::vector<float> v = Fill(id, 1.0f);
+    v[3] = std::nanf("");
+    AddChunk(nan.mutable_chunks(), id, 0, v, v1::DTYPE_FP32);
+  }
+  ExpectStatus(SendInit(nan, {}), grpc::StatusCode::INVALID_ARGUMENT, "NaN or Inf");
+
+  EXPECT_FALSE(store_->initialized());
+  InitValid();
+  ExpectUntouched();
+  // Same layout again: fine. Another layout: refused.
+  InitValid();
+  v1::InitRequest other = InitHeader();
+  other.mutable_layout()->mutable_tensors(1)->set_shape(0, 11);
+  ExpectStatus(SendInit(other, {}), grpc::StatusCode::FAILED_PRECONDITION, "different model");
+  ExpectUntouched();
+}
+
+TEST_F(PsServiceTest, BadPushesAreRefusedAndChangeNothing) {
+  InitValid();
+  struct BadPush {
+    std::string what;
+    std::function<void(v1::PushRequest*)> mutate;
+    grpc::StatusCode code;
+    std::string words;
+  };
+  const uint32_t own = own_[0];
+  const std::vector<BadPush> cases = {
+      {"unknown partition", [](v1::PushRequest* p) { p->mutable_chunks(0)->set_partition_id(999); },
+       grpc::StatusCode::NOT_FOUND, "does not exist"},
+      {"another shard's partition",
+       [&](v1::PushRequest* p) { p->mutable_chunks(0)->set_partition_id(other_[0]); },
+       grpc::StatusCode::INVALID_ARGUMENT, "belongs to shard 1"},
+      {"odd byte count",
+       [](v1::PushRequest* p) { p->mutable_chunks(0)->mutable_data()->pop_back(); },
+       grpc::StatusCode::INVALID_ARGUMENT, "not a positive multiple"},
+      {"overrun", [](v1::PushRequest* p) { p->mutable_chunks(0)->set_offset(8); },
+       grpc::StatusCode::INVALID_ARGUMENT, "overruns"},
+      {"huge offset", [](v1::PushRequest* p) { p->mutable_chunks(0)->set_offset(~0ull - 1); },
+       grpc::StatusCode::INVALID_ARGUMENT, "overruns"},
+      {"no dtype", [](v1::PushRequest* p) { p->set_dtype(v1::DTYPE_UNSPECIFIED); },
+       grpc::StatusCode::INVALID_ARGUMENT, "unsupported gradient dtype"},
+      {"unknown dtype", [](v1::PushRequest* p) { p->set_dtype(static_cast<v1::DType>(42)); },
+       grpc::StatusCode::INVALID_ARGUMENT, "unsupported gradient dtype"},
+      {"NaN",
+       [&](v1::PushRequest* p) {
+         std::vector<float> v = Fill(own, 1.0f);
+         v[10] = std::nanf("");
+         p->mutable_chunks()->RemoveLast();
+         AddChunk(p->mutable_chunks(), own_.back(), 0, v, v1::DTYPE_BF16);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "NaN or Inf"},
+      {"Inf",
+       [&](v1::PushRequest* p) {
+         std::vector<float> v = Fill(own, 1.0f);
+         v[0] = -std::numeric_limits<float>::infinity();
+         p->mutable_chunks(0)->clear_data();
+         AppendEncoded(v.data(), v.size(), v1::DTYPE_BF16, p->mutable_chunks(0)->mutable_data());
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "NaN or Inf"},
+      {"version from the future", [](v1::PushRequest* p) { p->mutable_chunks(0)->set_version(5); },
+       grpc::StatusCode::OUT_OF_RANGE, "from the future"},
+      {"empty push id", [](v1::PushRequest* p) { p->clear_push_id(); },
+       grpc::StatusCode::INVALID_ARGUMENT, "push_id"},
+      {"overlapping chunks",
+       [&](v1::PushRequest* p) {
+         v1::PartitionChunk* second = p->mutable_chunks(1);
+         second->set_partition_id(p->chunks(0).partition_id());
+         second->set_offset(1);
+         second->mutable_data()->resize(4);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "overlapping"},
+  };
+  for (const BadPush& c : cases) {
+    SCOPED_TRACE(c.what);
+    v1::PushRequest p = GoodPush();
+    c.mutate(&p);
+    ExpectStatus(SendPush({p}), c.code, c.words);
+    ExpectUntouched();
+  }
+}
+
+TEST_F(PsServiceTest, OversizedMessagesAndFloodsAreCutOff) {
+  InitValid();
+  // One message above the server's receive limit.
+  v1::PushRequest big = GoodPush();
+  big.mutable_chunks(0)->mutable_data()->append(kMaxMessageBytes, '\0');
+  EXPECT_EQ(SendPush({big}).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  // Many legal-sized messages adding up to more than the shard holds.
+  std::vector<v1::PushRequest> flood(3, GoodPush());
+  ExpectStatus(SendPush(flood), grpc::StatusCode::INVALID_ARGUMENT, "more than");
+  ExpectUntouched();
+}
+
+TEST_F(PsServiceTest, BadPullsAreRefused) {
+  InitValid();
+  std::vector<v1::PullResponse> out;
+  v1::PullRequest bad_dtype;
+  ExpectStatus(SendPull(bad_dtype, &out), grpc::StatusCode::INVALID_ARGUMENT, "dtype");
+  v1::PullRequest unknown;
+  unknown.set_dtype(v1::DTYPE_FP32);
+  unknown.add_partition_ids(12345);
+  ExpectStatus(SendPull(unknown, &out), grpc::StatusCode::NOT_FOUND, "does not exist");
+  v1::PullRequest mismatch;
+  mismatch.set_dtype(v1::DTYPE_FP32);
+  mismatch.add_partition_ids(own_[0]);
+  mismatch.add_known_versions(0);
+  mismatch.add_known_versions(0);
+  ExpectStatus(SendPull(mismatch, &out), grpc::StatusCode::INVALID_ARGUMENT, "known versions");
+  EXPECT_TRUE(out.empty());
+}
+
+TEST_F(PsServiceTest, GoodPushAppliesAndConditionalPullSendsOnlyChanges) {
+  InitValid();
+  ASSERT_TRUE(SendPush({GoodPush(2.0f)}).ok());  // w = 1 - 0.25 * 2.
+  v1::PullRequest pull;
+  pull.set_dtype(v1::DTYPE_BF16);
+  std::vector<v1::PullResponse> out;
+  ASSERT_TRUE(SendPull(pull, &out).ok());
+  ASSERT_EQ(out.size(), own_.size());
+  for (const auto& r : out) {
+    EXPECT_EQ(r.chunks(0).version(), 1u);
+    const auto* h = reinterpret_cast<const uint16_t*>(r.chunks(0).data().data());
+    EXPECT_EQ(Bf16ToFloat(h[0]), 0.5f);
+  }
+  v1::PullRequest conditional;
+  conditional.set_dtype(v1::DTYPE_BF16);
+  for (uint32_t id : own_) {
+    conditional.add_partition_ids(id);
+    conditional.add_known_versions(id == own_[0] ? 0 : 1);
+  }
+  out.clear();
+  ASSERT_TRUE(SendPull(conditional, &out).ok());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].chunks(0).partition_id(), own_[0]);
+}
+
+TEST_F(PsServiceTest, AnAsyncShardRefusesSyncRounds) {
+  InitValid();
+  grpc::ClientContext ctx;
+  v1::ApplyRoundRequest request;
+  request.add_push_ids("p-0");
+  v1::ApplyRoundResponse reply;
+  ExpectStatus(stub_->ApplyRound(&ctx, request, &reply), grpc::StatusCode::FAILED_PRECONDITION,
+               "--consistency=sync");
+  ExpectUntouched();
+}
+
+}  // namespace
+}  // namespace spotps

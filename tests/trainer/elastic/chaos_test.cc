@@ -1,0 +1,152 @@
+// Chaos: 2 shards and 3 trainers train the tiny model for 2 epochs while a
+// driver kill -9s random trainers (starting replacements), SIGTERMs one, and
+// kill -9s shard 1 once and restarts it from its checkpoint. No unit may be
+// lost, and the model must end up about as good as a calm run's.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <random>
+
+#include "absl/strings/str_format.h"
+#include "client/cluster.h"
+#include "tests/support/generated_corpus.h"
+#include "tests/support/training_job.h"
+
+namespace spotps {
+namespace {
+
+using testing::JobOptions;
+using testing::LogTails;
+using testing::TrainingJob;
+
+constexpr int kEpochs = 2;
+constexpr int kUnits = 200;
+constexpr int kTrainers = 3;
+
+// The figures line, printed by main() after gtest's own output so that it
+// is the last line of the run.
+std::string chaos_line;
+// Shard 1's recovery, printed just before it.
+std::string recovery_line;
+
+// Seconds from a restarted shard's start until it applies a push again
+// (trainers reconnect by themselves); negative if it did not in time.
+double SecondsUntilPushesResume(Cluster& cluster, size_t shard, absl::Time restarted) {
+  while (absl::Now() < restarted + absl::Seconds(30)) {
+    auto stats = cluster.Stats();  // A fresh process counts its pushes from 0.
+    if (stats.ok() && (*stats)[shard].pushes_applied() > 0) {
+      return absl::ToDoubleSeconds(absl::Now() - restarted);
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return -1;
+}
+
+TEST(ChaosTest, PreemptionsAndAShardCrashLoseNothing) {
+  testing::TempDir dir;
+  auto tokens = testing::MakeTokenFile(dir.path(), 8000);
+  ASSERT_TRUE(tokens.ok()) << tokens.status();
+
+  const JobOptions options{kEpochs, kUnits};
+  // Baseline: the same job without chaos.
+  TrainingJob calm(dir.path() + "/calm", *tokens, options);
+  ASSERT_TRUE(calm.StartShards(false).ok());
+  for (int i = 0; i < kTrainers; ++i) ASSERT_TRUE(calm.StartTrainer().ok());
+  ASSERT_TRUE(calm.WaitDone(absl::Seconds(150)).ok()) << "see " << dir.path();
+  auto baseline = calm.ValLoss();
+  ASSERT_TRUE(baseline.ok()) << baseline.status();
+  EXPECT_EQ(calm.Shutdown(), 0);
+
+  TrainingJob chaos(dir.path() + "/chaos", *tokens, options);
+  ASSERT_TRUE(chaos.StartShards(true).ok());
+  for (int i = 0; i < kTrainers; ++i) ASSERT_TRUE(chaos.StartTrainer().ok());
+  std::mt19937 rng(2026);
+  bool sent_sigterm = false, crashed_shard = false;
+  int kills = 0;
+  const absl::Time give_up = absl::Now() + absl::Seconds(180);
+  auto progress = chaos.Progress();
+  while (absl::Now() < give_up && !(progress.ok() && progress->done())) {
+    absl::SleepFor(absl::Milliseconds(1500 + rng() % 1000));
+    progress = chaos.Progress();
+    if (progress.ok() && progress->done()) break;
+    std::vector<int> alive = chaos.Running();
+    const uint64_t committed = progress.ok() ? progress->epochs(0).committed() : 0;
+    if (!crashed_shard && committed >= kUnits / 2) {
+      // Shard 1 dies once it has a checkpoint, and comes back from it.
+      auto stats = (*Cluster::Connect(chaos.shards().addresses()))->Stats();
+      if (stats.ok() && (*stats)[1].last_checkpoint_id() > 0) {
+        chaos.shards().shard(1).Signal(SIGKILL);
+        ASSERT_TRUE(chaos.shards().shard(1).Wait(absl::Seconds(10)).ok());
+        absl::SleepFor(absl::Seconds(1));
+        const absl::Time restart = absl::Now();
+        absl::Status restarted = chaos.shards().Restart(1);
+        ASSERT_TRUE(restarted.ok()) << restarted << LogTails(dir.path() + "/chaos");
+        crashed_shard = true;
+        const double resumed_s =
+            SecondsUntilPushesResume(**Cluster::Connect(chaos.shards().addresses()), 1, restart);
+        EXPECT_GT(resumed_s, 0) << "no push reached the restarted shard"
+                                << LogTails(dir.path() + "/chaos");
+        recovery_line = absl::StrFormat(
+            "chaos: shard 1 restarted from its checkpoint; first push applied %.2f s after start",
+            resumed_s);
+        continue;
+      }
+    }
+    if (alive.empty()) {
+      ASSERT_TRUE(chaos.StartTrainer().ok());
+      continue;
+    }
+    int victim = alive[rng() % alive.size()];
+    if (!sent_sigterm && kills >= 2) {
+      victim = alive.front();                     // The longest-running one: surely past start-up.
+      chaos.trainers()[victim]->Signal(SIGTERM);  // A graceful preemption.
+      sent_sigterm = true;
+      auto code = chaos.trainers()[victim]->Wait(absl::Seconds(30));
+      ASSERT_TRUE(code.ok());
+      EXPECT_EQ(*code, 0) << "a drained trainer exits 0" << LogTails(dir.path() + "/chaos");
+    } else {
+      chaos.trainers()[victim]->Signal(SIGKILL);
+      chaos.trainers()[victim]->Wait(absl::Seconds(10)).IgnoreError();
+      ++kills;
+    }
+    ASSERT_TRUE(chaos.StartTrainer().ok());  // Spot capacity comes back.
+  }
+  auto done = chaos.WaitDone(absl::Seconds(120));
+  const std::string chaos_dir = dir.path() + "/chaos";
+  ASSERT_TRUE(done.ok()) << done.status() << LogTails(chaos_dir);
+  EXPECT_TRUE(sent_sigterm);
+  EXPECT_TRUE(crashed_shard);
+  EXPECT_GE(kills, 2);
+
+  uint64_t committed = 0, duplicated = 0, reissued = 0;
+  for (const auto& e : done->epochs()) {
+    EXPECT_EQ(e.committed(), static_cast<uint64_t>(kUnits)) << "epoch " << e.epoch();
+    committed += e.committed();
+    duplicated += e.duplicated();
+    reissued += e.reissued();
+  }
+  const uint64_t lost = kEpochs * kUnits - committed;
+  EXPECT_EQ(lost, 0u);
+  EXPECT_GT(reissued, 0u);
+  auto val = chaos.ValLoss();
+  ASSERT_TRUE(val.ok()) << val.status();
+  EXPECT_LE(*val, *baseline * 1.10) << "chaos " << *val << " calm " << *baseline;
+  EXPECT_EQ(chaos.Shutdown(), 0) << "every process should have ended by itself"
+                                 << LogTails(chaos_dir);
+  EXPECT_EQ(testing::ProcessesMentioning(dir.path()), 0) << "a process was left behind";
+  chaos_line = absl::StrFormat(
+      "chaos: units_lost=%d units_duplicated=%d reissued=%d val_loss=%.4f baseline_val_loss=%.4f",
+      lost, duplicated, reissued, *val, *baseline);
+}
+
+}  // namespace
+}  // namespace spotps
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  const int result = RUN_ALL_TESTS();
+  if (!spotps::recovery_line.empty()) std::printf("%s\n", spotps::recovery_line.c_str());
+  if (!spotps::chaos_line.empty()) std::printf("%s\n", spotps::chaos_line.c_str());
+  return result;
+}

@@ -1,0 +1,155 @@
+// Trainer processes taking work units from the coordinator that shard 0
+// hosts: every unit of every epoch is trained exactly once.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include "absl/strings/str_cat.h"
+#include "client/cluster.h"
+#include "client/coordinator_client.h"
+#include "common/atomic_file.h"
+#include "tests/support/child_process.h"
+#include "tests/support/generated_corpus.h"
+#include "tests/support/log_fields.h"
+
+namespace spotps {
+namespace {
+
+using testing::BinaryPath;
+using testing::ChildProcess;
+using testing::LogField;
+
+constexpr int kEpochs = 2, kUnits = 30;
+
+class CoordinatedTrainingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto tokens = testing::MakeTokenFile(dir_.path(), 5000);
+    ASSERT_TRUE(tokens.ok()) << tokens.status();
+    tokens_ = *tokens;
+    auto shards = testing::LocalShardCluster::Start(
+        2,
+        {"--optimizer=adamw", "--lr=2e-3", absl::StrCat("--epochs=", kEpochs),
+         absl::StrCat("--units_per_epoch=", kUnits), "--worker_lease_s=2", "--unit_lease_s=5"},
+        dir_.path());
+    // Only shard 0 may host the coordinator: shard 1 must refuse --epochs.
+    ASSERT_FALSE(shards.ok());
+    EXPECT_NE(shards.status().message().find("shard 1 exited"), absl::string_view::npos);
+  }
+
+  std::unique_ptr<ChildProcess> StartTrainer(const std::string& ps, int index) {
+    auto t = ChildProcess::Start(
+        {BinaryPath("spotps-trainer"), "--ps=" + ps, "--model=tiny", "--data=" + tokens_,
+         "--batch=4", "--seq_len=32", "--threads=1", absl::StrCat("--worker_index=", index),
+         "--log_every=10", "--eval_batches=0"},
+        absl::StrCat(dir_.path(), "/trainer", index, ".log"));
+    EXPECT_TRUE(t.ok()) << t.status();
+    return *std::move(t);
+  }
+
+  void RunToCompletion(const std::string& consistency);
+
+  testing::TempDir dir_;
+  std::string tokens_;
+  std::unique_ptr<testing::LocalShardCluster> shards_;
+  std::unique_ptr<CoordinatorClient> coordinator_;
+};
+
+// Runs 2 trainers to the end of the job on one shard that coordinates with
+// `consistency`, and checks every unit was trained exactly once.
+void CoordinatedTrainingTest::RunToCompletion(const std::string& consistency) {
+  auto shards = testing::LocalShardCluster::Start(
+      1,
+      {"--optimizer=adamw", "--lr=2e-3", absl::StrCat("--epochs=", kEpochs),
+       absl::StrCat("--units_per_epoch=", kUnits), "--worker_lease_s=2", "--unit_lease_s=5",
+       "--consistency=" + consistency},
+      dir_.path());
+  ASSERT_TRUE(shards.ok()) << shards.status();
+  std::vector<std::unique_ptr<ChildProcess>> trainers;
+  for (int i = 0; i < 2; ++i) trainers.push_back(StartTrainer((*shards)->addresses(), i));
+  int64_t units = 0;
+  for (int i = 0; i < 2; ++i) {
+    auto code = trainers[i]->Wait(absl::Seconds(180));
+    ASSERT_TRUE(code.ok()) << code.status();
+    const std::string log = *ReadFile(absl::StrCat(dir_.path(), "/trainer", i, ".log"));
+    ASSERT_EQ(*code, 0) << log;
+    EXPECT_EQ(LogField(log, "job_done"), 1) << log;
+    units += static_cast<int64_t>(LogField(log, "units"));
+  }
+  EXPECT_EQ(units, kEpochs * kUnits);
+  coordinator_ = *CoordinatorClient::Connect((*shards)->addresses());
+  auto progress = coordinator_->Progress();
+  ASSERT_TRUE(progress.ok()) << progress.status();
+  EXPECT_TRUE(progress->done());
+  for (const auto& e : progress->epochs()) {
+    EXPECT_EQ(e.committed(), static_cast<uint64_t>(kUnits));
+    EXPECT_EQ(e.duplicated(), 0u);
+  }
+  EXPECT_EQ(progress->workers_size(), 0);  // Both deregistered on exit.
+  auto cluster = Cluster::Connect((*shards)->addresses());
+  auto stats = (*cluster)->Stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ((*stats)[0].pushes_applied(), static_cast<uint64_t>(kEpochs * kUnits));
+  shards_ = *std::move(shards);
+}
+
+TEST_F(CoordinatedTrainingTest, EveryUnitOfEveryEpochIsTrainedExactlyOnce) {
+  RunToCompletion("async");
+  auto& coordinator = coordinator_;
+  // Hostile requests change nothing.
+  EXPECT_EQ(coordinator->Heartbeat(987654).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(coordinator->Acquire(987654).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(coordinator->Commit(1, 0, kUnits).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(coordinator->Register(std::string(1000, 'x')).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(CoordinatedTrainingTest, StaleSynchronousParallelAlsoTrainsEveryUnitOnce) {
+  RunToCompletion("ssp:1");
+}
+
+TEST_F(CoordinatedTrainingTest, SyncRoundsAlsoTrainEveryUnitOnce) {
+  RunToCompletion("sync");
+  auto progress = coordinator_->Progress();
+  ASSERT_TRUE(progress.ok());
+  // Two trainers: rounds of at most 2 units, and every round was applied.
+  EXPECT_GE(progress->sync_rounds_applied(), static_cast<uint64_t>(kEpochs * kUnits / 2));
+  EXPECT_EQ(progress->sync_rounds_abandoned(), 0u);
+}
+
+TEST_F(CoordinatedTrainingTest, AKilledTrainersUnitsAreReissuedAndNothingIsLost) {
+  auto shards = testing::LocalShardCluster::Start(
+      1,
+      {"--optimizer=adamw", "--lr=2e-3", absl::StrCat("--epochs=", kEpochs),
+       absl::StrCat("--units_per_epoch=", kUnits), "--worker_lease_s=2", "--unit_lease_s=5"},
+      dir_.path());
+  ASSERT_TRUE(shards.ok()) << shards.status();
+  auto victim = StartTrainer((*shards)->addresses(), 0);
+  auto coordinator = CoordinatorClient::Connect((*shards)->addresses());
+  // Let the victim take and train a few units, then kill -9 it mid-step.
+  const absl::Time give_up = absl::Now() + absl::Seconds(60);
+  while (absl::Now() < give_up) {
+    auto p = (*coordinator)->Progress();
+    if (p.ok() && p->epochs(0).committed() >= 3) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  victim->Signal(SIGKILL);
+  ASSERT_TRUE(victim->Wait(absl::Seconds(10)).ok());
+  auto survivor = StartTrainer((*shards)->addresses(), 1);
+  auto code = survivor->Wait(absl::Seconds(180));
+  ASSERT_TRUE(code.ok()) << code.status();
+  const std::string log = *ReadFile(dir_.path() + "/trainer1.log");
+  ASSERT_EQ(*code, 0) << log;
+  auto progress = (*coordinator)->Progress();
+  ASSERT_TRUE(progress.ok());
+  EXPECT_TRUE(progress->done());
+  uint64_t reissued = 0;
+  for (const auto& e : progress->epochs()) {
+    EXPECT_EQ(e.committed(), static_cast<uint64_t>(kUnits));  // None lost.
+    reissued += e.reissued();
+  }
+  EXPECT_GT(reissued, 0u);  // The victim held a unit when it died.
+  EXPECT_EQ(progress->workers_expired(), 1u);
+}
+
+}  // namespace
+}  // namespace spotps

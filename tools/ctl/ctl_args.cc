@@ -1,0 +1,116 @@
+#include "tools/ctl/ctl_args.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/flags/commandlineflag.h"
+#include "absl/flags/reflection.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+
+namespace spotps {
+namespace {
+
+struct FlagSetting {
+  absl::CommandLineFlag* flag = nullptr;  // Null: no such flag.
+  std::optional<std::string> value;       // None: the next argument is the value.
+};
+
+// Resolves "name=value", "name", or "noname" for a boolean flag.
+FlagSetting ResolveFlag(absl::string_view spec) {
+  std::pair<absl::string_view, absl::string_view> kv =
+      absl::StrSplit(spec, absl::MaxSplits('=', 1));
+  FlagSetting s{absl::FindCommandLineFlag(kv.first), std::nullopt};
+  if (spec.find('=') != absl::string_view::npos) {
+    s.value = std::string(kv.second);
+  } else if (s.flag != nullptr) {
+    if (s.flag->IsOfType<bool>()) s.value = "true";
+  } else if (absl::string_view name = kv.first; absl::ConsumePrefix(&name, "no")) {
+    absl::CommandLineFlag* negated = absl::FindCommandLineFlag(name);
+    if (negated != nullptr && negated->IsOfType<bool>()) s = {negated, "false"};
+  }
+  return s;
+}
+
+// Sets the flag that `arg` ("--name=value", "--name value", "--[no]bool")
+// names; *next_arg moves past a value taken from the next argument.
+absl::Status ApplyFlag(absl::string_view arg, int argc, char** argv, int* next_arg) {
+  FlagSetting s = ResolveFlag(absl::StripPrefix(absl::StripPrefix(arg, "-"), "-"));
+  if (s.flag == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown flag '", arg, "'"));
+  }
+  if (!s.value.has_value()) {
+    if (*next_arg >= argc) {
+      return absl::InvalidArgumentError(absl::StrCat("flag '", arg, "' needs a value"));
+    }
+    s.value = argv[(*next_arg)++];
+  }
+  std::string error;
+  if (!s.flag->ParseFrom(*s.value, &error)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad value for --", s.flag->Name(), ": ", error));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string Usage(absl::Span<const absl::string_view> flag_names) {
+  std::string text =
+      "usage: spotps-ctl --ps=host:port,... <command> [flags]\n"
+      "\n"
+      "commands:\n"
+      "  status      every shard in one table, the push rate, and the epochs and\n"
+      "              live workers of the coordinator shard 0 hosts (if any)\n"
+      "  checkpoint  asks shard 0's coordinator for a checkpoint round now\n"
+      "  wait-done   waits until every epoch's work units are committed\n"
+      "\n"
+      "flags:\n";
+  for (absl::string_view name : flag_names) {
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    absl::StrAppendFormat(&text, "  %-24s %s\n",
+                          absl::StrCat("--", name, "=", flag->DefaultValue()), flag->Help());
+  }
+  absl::StrAppend(&text,
+                  "\nexit status: 0 success, 1 the cluster failed or refused, 2 bad usage\n");
+  return text;
+}
+
+bool WantsHelp(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const absl::string_view arg = argv[i];
+    if (arg == "--help" || arg == "-help" || arg == "-h") return true;
+  }
+  return false;
+}
+
+// Applies the flags and returns the other arguments. Not absl::ParseCommandLine:
+// it exits 1 on a bad flag, and a bad flag is a usage error (2) here.
+absl::StatusOr<std::vector<std::string>> ParseArgs(int argc, char** argv) {
+  std::vector<std::string> positional;
+  int i = 1;
+  while (i < argc) {
+    const absl::string_view arg = argv[i++];
+    if (arg == "--") {
+      positional.insert(positional.end(), argv + i, argv + argc);
+      break;
+    }
+    if (arg.size() < 2 || arg[0] != '-') {
+      positional.emplace_back(arg);
+      continue;
+    }
+    if (absl::Status s = ApplyFlag(arg, argc, argv, &i); !s.ok()) return s;
+  }
+  return positional;
+}
+
+}  // namespace spotps

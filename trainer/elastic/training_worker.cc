@@ -1,0 +1,302 @@
+#include "trainer/elastic/training_worker.h"
+
+#include <cmath>
+#include <future>
+#include <optional>
+
+#include "absl/strings/str_format.h"
+#include "trainer/model/evaluation.h"
+#include "trainer/runtime/torch_status.h"
+
+namespace spotps {
+namespace {
+
+bool IsTransient(const absl::Status& s) {
+  return absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s);
+}
+
+double MillisSince(absl::Time start) { return absl::ToDoubleMilliseconds(absl::Now() - start); }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TrainingWorker>> TrainingWorker::Create(
+    Cluster* cluster, GptModel model, const TokenDataset* data, const TrainingOptions& options,
+    WorkSource work) {
+  if ((work.coordinator == nullptr) != (work.membership == nullptr)) {
+    return absl::InvalidArgumentError("a work source needs both a coordinator and a membership");
+  }
+  if (options.batch_size <= 0 || options.seq_len <= 0 ||
+      options.seq_len > model->config().context_len) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "batch %d and seq_len %d must be positive, seq_len at most the context length %d",
+        options.batch_size, options.seq_len, model->config().context_len));
+  }
+  if (data->vocab_size() > model->config().vocab_size) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("data has %d token ids but the model's vocabulary only %d",
+                        data->vocab_size(), model->config().vocab_size));
+  }
+  absl::StatusOr<ParameterBinding> binding = ParameterBinding::Create(*model);
+  if (!binding.ok()) return binding.status();
+  // Every worker offers its initial weights; each shard keeps the first. A
+  // shard that is restarting is waited for, as everywhere else.
+  const std::vector<float> initial = binding->FlattenWeights();
+  absl::StatusOr<bool> init = cluster->Init(binding->layout(), initial);
+  const absl::Time give_up = absl::Now() + options.unavailable_timeout;
+  while (!init.ok() && IsTransient(init.status()) && absl::Now() < give_up) {
+    absl::SleepFor(absl::Seconds(1));
+    init = cluster->Init(binding->layout(), initial);
+  }
+  if (!init.ok()) {
+    if (!absl::IsFailedPrecondition(init.status())) return init.status();
+    if (absl::Status fetched = cluster->FetchLayout(); !fetched.ok()) return init.status();
+    if (absl::Status same = binding->CheckSameModel(cluster->layout()); !same.ok()) return same;
+    return init.status();
+  }
+  return std::unique_ptr<TrainingWorker>(
+      new TrainingWorker(cluster, std::move(model), *std::move(binding), data, options, work));
+}
+
+TrainingWorker::TrainingWorker(Cluster* cluster, GptModel model, ParameterBinding binding,
+                               const TokenDataset* data, const TrainingOptions& options,
+                               WorkSource work)
+    : cluster_(cluster),
+      work_(work),
+      model_(std::move(model)),
+      binding_(std::move(binding)),
+      data_(data),
+      options_(options),
+      wire_dtype_(options.dtype == ComputeDType::kBF16 ? v1::DTYPE_BF16 : v1::DTYPE_FP32),
+      sync_(work.membership != nullptr && work.membership->consistency() == v1::CONSISTENCY_SYNC),
+      gradient_(binding_.layout().total_elements(), 0.0f) {}
+
+absl::Status TrainingWorker::PullWithRecovery() {
+  const absl::Time give_up = absl::Now() + options_.unavailable_timeout;
+  const absl::Time start = absl::Now();
+  absl::Duration backoff = absl::Milliseconds(200);
+  while (true) {
+    absl::Status s = cluster_->Pull(wire_dtype_, &weights_);
+    if (s.ok()) {
+      pull_ms_ += MillisSince(start);
+      pulls_ += 1;
+      return s;
+    }
+    if (!IsTransient(s) || absl::Now() + backoff > give_up) return s;
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Seconds(5));
+  }
+}
+
+absl::StatusOr<bool> TrainingWorker::PushWithRecovery(const std::string& push_id) {
+  const absl::Time give_up = absl::Now() + options_.unavailable_timeout;
+  const absl::Time start = absl::Now();
+  absl::Duration backoff = absl::Milliseconds(200);
+  while (true) {
+    absl::StatusOr<PushResult> r = cluster_->Push(gradient_, base_versions_, wire_dtype_, push_id);
+    if (r.ok() && r->deferred && !sync_) {
+      return absl::FailedPreconditionError(
+          "the shards run --consistency=sync and hold every gradient for a round that only "
+          "the coordinator closes: run this trainer with --coordinator=auto (or host:port)");
+    }
+    if (r.ok()) {
+      push_ms_ += MillisSince(start);
+      if (pushes_++ == 0) first_push_ = absl::Now();
+      staleness_sum_ += static_cast<double>(r->max_staleness);
+      return true;
+    }
+    // Too stale, or based on versions a restarted shard no longer has: the
+    // gradient is useless; drop it and make the next pull a full one.
+    if (absl::IsAborted(r.status()) || absl::IsOutOfRange(r.status())) {
+      pushes_dropped_ += 1;
+      weights_.versions.clear();
+      return false;
+    }
+    if (!IsTransient(r.status()) || absl::Now() + backoff > give_up) return r.status();
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Seconds(5));
+  }
+}
+
+absl::Status TrainingWorker::PushPending() {
+  const std::string push_id = cluster_->NewPushId();  // Kept across retries.
+  absl::StatusOr<bool> applied = PushWithRecovery(push_id);
+  if (!applied.ok()) return applied.status();
+  if (work_.coordinator == nullptr) return absl::OkStatus();
+  const uint64_t me = work_.membership->worker_id();
+  const Unit& u = pending_unit_;
+  // A coordinator hiccup must not stop training: an uncommitted unit is
+  // re-issued when its lease runs out, and counted as trained twice.
+  if (*applied) {
+    // Sync mode: the push id tells the round which held gradient is ours.
+    absl::StatusOr<bool> duplicate =
+        work_.coordinator->Commit(me, u.epoch, u.index, sync_ ? push_id : "");
+    if (duplicate.ok()) units_committed_ += *duplicate ? 0 : 1;
+  } else {
+    work_.coordinator->Release(me, u.epoch, u.index).IgnoreError();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TrainingWorker::Communicate(bool push) {
+  if (push) {
+    if (absl::Status s = PushPending(); !s.ok()) return s;
+  }
+  // Sync mode pulls once the next round opens, not before.
+  return sync_ ? absl::OkStatus() : PullWithRecovery();
+}
+
+absl::StatusOr<std::optional<TrainingWorker::Unit>> TrainingWorker::NextUnit(
+    int64_t step, bool& gradient_pending, const std::atomic<bool>& stop) {
+  if (work_.coordinator == nullptr) {
+    return Unit{0, static_cast<uint64_t>(step), static_cast<uint64_t>(step)};
+  }
+  absl::Time give_up = absl::Now() + options_.unavailable_timeout;
+  while (!stop.load()) {
+    absl::StatusOr<v1::AcquireUnitResponse> r =
+        work_.coordinator->Acquire(work_.membership->worker_id());
+    if (absl::IsNotFound(r.status())) {
+      if (absl::Status s = work_.membership->Rejoin(); !s.ok()) return s;
+      continue;
+    }
+    if (IsTransient(r.status()) && absl::Now() < give_up) {  // Shard 0 restarting.
+      absl::SleepFor(absl::Seconds(1));
+      continue;
+    }
+    if (!r.ok()) return r.status();
+    give_up = absl::Now() + options_.unavailable_timeout;
+    if (r->outcome() == v1::AcquireUnitResponse::OUTCOME_UNIT) {
+      return Unit{r->unit().epoch(), r->unit().index(), r->unit().data_unit()};
+    }
+    if (r->outcome() == v1::AcquireUnitResponse::OUTCOME_DONE) return std::optional<Unit>();
+    // Every remaining unit is leased, maybe one to us: settle ours first, or
+    // the epoch could wait on the gradient we are sitting on.
+    if (gradient_pending) {
+      if (absl::Status s = PushPending(); !s.ok()) return s;
+      gradient_pending = false;
+    }
+    // In sync mode the coordinator already waited for the next round.
+    if (!sync_) absl::SleepFor(absl::Milliseconds(100));
+  }
+  return std::optional<Unit>();
+}
+
+absl::StatusOr<double> TrainingWorker::ComputeGradient(uint64_t data_unit) {
+  absl::StatusOr<TokenBatch> batch =
+      data_->TrainBatch(options_.data_seed, data_unit, options_.batch_size, options_.seq_len);
+  if (!batch.ok()) return batch.status();
+  model_->zero_grad(/*set_to_none=*/true);
+  absl::StatusOr<torch::Tensor> loss =
+      ComputeLoss(model_, batch->inputs, batch->targets, options_.dtype);
+  if (!loss.ok()) return loss.status();
+  return CatchTorchErrors([&] {
+    loss->backward();
+    if (options_.clip_norm > 0) {
+      torch::nn::utils::clip_grad_norm_(model_->parameters(), options_.clip_norm);
+    }
+    return loss->item<double>();
+  });
+}
+
+absl::StatusOr<TrainingSummary> TrainingWorker::Run(
+    const std::atomic<bool>& stop, const std::function<void(const std::string&)>& log) {
+  const absl::Time start = absl::Now();
+  if (!sync_) {
+    if (absl::Status s = PullWithRecovery(); !s.ok()) return s;
+  }
+  model_->train();
+  const bool overlap = options_.overlap && !sync_;
+  TrainingSummary summary;
+  const int64_t tokens_per_step = options_.batch_size * options_.seq_len;
+  bool gradient_pending = false;  // gradient_ holds an unpushed gradient.
+  double compute_ms = 0, window_loss = 0;
+  int64_t window_steps = 0;
+  absl::Time window_start = absl::Now();
+  auto out_of_budget = [&] {
+    return stop.load() || (options_.max_steps > 0 && summary.steps >= options_.max_steps) ||
+           (options_.max_time > absl::ZeroDuration() && absl::Now() - start >= options_.max_time);
+  };
+  while (!out_of_budget()) {
+    absl::StatusOr<std::optional<Unit>> unit = NextUnit(summary.steps, gradient_pending, stop);
+    if (!unit.ok()) return unit.status();
+    if (!unit->has_value()) {
+      summary.job_done = !stop.load();
+      break;
+    }
+    if (sync_) {  // The weights of the round this unit belongs to.
+      if (absl::Status s = PullWithRecovery(); !s.ok()) return s;
+    }
+    binding_.LoadWeights(weights_.values);
+    const std::vector<uint64_t> versions = weights_.versions;
+    std::future<absl::Status> comm;
+    if (overlap) {
+      comm = std::async(std::launch::async,
+                        [this, gradient_pending] { return Communicate(gradient_pending); });
+    }
+    const absl::Time compute_start = absl::Now();
+    absl::StatusOr<double> loss = ComputeGradient((*unit)->data_unit);
+    compute_ms += MillisSince(compute_start);
+    absl::Status comm_status = overlap ? comm.get() : absl::OkStatus();
+    if (!loss.ok()) return loss.status();
+    if (!comm_status.ok()) return comm_status;
+    binding_.GatherGradients(absl::MakeSpan(gradient_));
+    base_versions_ = versions;
+    pending_unit_ = **unit;
+    gradient_pending = true;
+    if (!overlap) {
+      if (absl::Status s = Communicate(true); !s.ok()) return s;
+      gradient_pending = false;
+    }
+    summary.steps += 1;
+    summary.tokens += tokens_per_step;
+    summary.last_train_loss = *loss;
+    window_loss += *loss;
+    window_steps += 1;
+    if (options_.log_every > 0 && summary.steps % options_.log_every == 0) {
+      const double secs = absl::ToDoubleSeconds(absl::Now() - window_start);
+      log(absl::StrFormat(
+          "[%s] step %d loss %.4f tokens/s %.0f staleness %.2f pull %.1fms push %.1fms "
+          "compute %.1fms",
+          options_.name, summary.steps, window_loss / window_steps,
+          window_steps * tokens_per_step / secs, pushes_ ? staleness_sum_ / pushes_ : 0.0,
+          pulls_ ? pull_ms_ / pulls_ : 0.0, pushes_ ? push_ms_ / pushes_ : 0.0,
+          compute_ms / summary.steps));
+      window_loss = 0;
+      window_steps = 0;
+      window_start = absl::Now();
+    }
+    if (options_.eval_every > 0 && summary.steps % options_.eval_every == 0) {
+      absl::StatusOr<double> val =
+          ValidationLoss(model_, *data_, options_.batch_size, options_.seq_len,
+                         options_.eval_batches, options_.dtype);
+      if (!val.ok()) return val.status();
+      log(absl::StrFormat("[%s] step %d val_loss %.4f", options_.name, summary.steps, *val));
+    }
+  }
+  // Nothing computed is lost: the last gradient goes out before we leave.
+  if (gradient_pending) {
+    if (absl::Status s = PushPending(); !s.ok()) return s;
+  }
+  summary.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  summary.tokens_per_s = summary.tokens / std::max(summary.seconds, 1e-9);
+  summary.mean_staleness = pushes_ ? staleness_sum_ / pushes_ : 0.0;
+  summary.mean_pull_ms = pulls_ ? pull_ms_ / pulls_ : 0.0;
+  summary.mean_push_ms = pushes_ ? push_ms_ / pushes_ : 0.0;
+  summary.mean_compute_ms = summary.steps ? compute_ms / summary.steps : 0.0;
+  summary.pushes_dropped = pushes_dropped_;
+  summary.units_committed = units_committed_;
+  summary.first_push_s =
+      pushes_ > 0 ? absl::ToDoubleSeconds(first_push_ - options_.process_start) : -1.0;
+  summary.val_loss = std::nan("");
+  if (options_.eval_batches > 0) {
+    if (absl::Status s = PullWithRecovery(); !s.ok()) return s;
+    binding_.LoadWeights(weights_.values);
+    absl::StatusOr<double> val =
+        ValidationLoss(model_, *data_, options_.batch_size, options_.seq_len, options_.eval_batches,
+                       options_.dtype);
+    if (!val.ok()) return val.status();
+    summary.val_loss = *val;
+  }
+  return summary;
+}
+
+}  // namespace spotps

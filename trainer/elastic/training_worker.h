@@ -1,0 +1,143 @@
+// TrainingWorker: one stateless trainer's loop against the parameter server.
+//
+// Each step: take the latest pulled weights (version v), compute a BF16
+// forward/backward on a batch, clip by global norm, and push the gradient
+// tagged with v. Communication overlaps compute: while step k computes, a
+// background task pushes step k-1's gradient and then pulls fresh weights
+// for step k+1. A worker therefore trains on weights that miss its own last
+// gradient (staleness >= 1), the usual price of hiding the network.
+//
+// When the coordinator runs sync mode there is nothing to overlap: each
+// step takes a unit of the open round, pulls the weights of that round,
+// computes, pushes (the shards hold the gradient) and commits the unit with
+// the push's id; the next unit comes once every live worker has done so.
+#ifndef SPOTPS_TRAINER_ELASTIC_TRAINING_WORKER_H_
+#define SPOTPS_TRAINER_ELASTIC_TRAINING_WORKER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "client/cluster.h"
+#include "client/coordinator_client.h"
+#include "trainer/data/token_dataset.h"
+#include "trainer/elastic/worker_membership.h"
+#include "trainer/model/gpt_model.h"
+#include "trainer/model/parameter_binding.h"
+#include "trainer/runtime/compute_precision.h"
+
+namespace spotps {
+
+struct TrainingOptions {
+  ComputeDType dtype = ComputeDType::kBF16;
+  int64_t batch_size = 8;
+  int64_t seq_len = 128;
+  int64_t max_steps = 0;                           // 0: no step limit.
+  absl::Duration max_time = absl::ZeroDuration();  // Zero: no time limit.
+  double clip_norm = 1.0;                          // <= 0: no clipping.
+  uint64_t data_seed = 0;                          // Picks this worker's samples.
+  int64_t log_every = 10;
+  int64_t eval_every = 0;  // 0: only at the end.
+  int64_t eval_batches = 8;
+  bool overlap = true;  // Hide pull/push behind compute.
+  // How long the worker keeps retrying when the cluster is unreachable
+  // (a shard restarting) before giving up.
+  absl::Duration unavailable_timeout = absl::Seconds(120);
+  std::string name = "trainer";
+  // When the process started, for the join-to-first-push time.
+  absl::Time process_start = absl::Now();
+};
+
+struct TrainingSummary {
+  int64_t steps = 0;
+  int64_t tokens = 0;
+  double seconds = 0;
+  double tokens_per_s = 0;
+  double last_train_loss = 0;
+  double val_loss = 0;  // NaN when there is no validation split to use.
+  double mean_staleness = 0;
+  double mean_pull_ms = 0, mean_push_ms = 0, mean_compute_ms = 0;
+  int64_t pushes_dropped = 0;  // Refused as too stale.
+  int64_t units_committed = 0;
+  bool job_done = false;     // The coordinator has no work left.
+  double first_push_s = -1;  // From process start to the first applied push.
+};
+
+// Where a worker's batches come from: work units leased from the
+// coordinator, or (both null) its own endless stream of steps.
+struct WorkSource {
+  CoordinatorClient* coordinator = nullptr;
+  WorkerMembership* membership = nullptr;
+};
+
+// Owns the worker's model binding and buffers; borrows the cluster, model
+// and dataset. Promises: every computed gradient is pushed (or counted as
+// dropped when the PS refuses it as too stale) before Run returns, including
+// when `stop` is raised mid-run.
+class TrainingWorker {
+ public:
+  // Binds the model to the cluster: initialises the PS with this model's
+  // weights if nobody has (first init wins), or checks that the cluster
+  // holds the same model.
+  static absl::StatusOr<std::unique_ptr<TrainingWorker>> Create(Cluster* cluster, GptModel model,
+                                                                const TokenDataset* data,
+                                                                const TrainingOptions& options,
+                                                                WorkSource work = {});
+
+  // Trains until max_steps, max_time or `stop`. Progress lines go to `log`.
+  absl::StatusOr<TrainingSummary> Run(const std::atomic<bool>& stop,
+                                      const std::function<void(const std::string&)>& log);
+
+ private:
+  // A leased work unit (or, without a coordinator, a step number).
+  struct Unit {
+    uint32_t epoch = 0;
+    uint64_t index = 0;
+    uint64_t data_unit = 0;
+  };
+
+  TrainingWorker(Cluster* cluster, GptModel model, ParameterBinding binding,
+                 const TokenDataset* data, const TrainingOptions& options, WorkSource work);
+
+  // Forward/backward/clip on this unit's batch; returns the loss.
+  absl::StatusOr<double> ComputeGradient(uint64_t data_unit);
+  // Pushes gradient_ (computed at base_versions_ for pending_unit_) and
+  // settles the unit, then pulls into weights_, riding out a restarting
+  // shard up to unavailable_timeout.
+  absl::Status Communicate(bool push);
+  absl::Status PullWithRecovery();
+  // Returns false when the PS refused the gradient as too stale.
+  absl::StatusOr<bool> PushWithRecovery(const std::string& push_id);
+  absl::Status PushPending();
+  // The next unit to train, or nullopt when the job is done or `stop` rose.
+  absl::StatusOr<std::optional<Unit>> NextUnit(int64_t step, bool& gradient_pending,
+                                               const std::atomic<bool>& stop);
+
+  Cluster* const cluster_;
+  const WorkSource work_;
+  GptModel model_;
+  ParameterBinding binding_;
+  const TokenDataset* const data_;
+  const TrainingOptions options_;
+  const v1::DType wire_dtype_;
+  const bool sync_;  // The coordinator runs --consistency=sync.
+
+  WeightSnapshot weights_;  // Written by the comm task only.
+  std::vector<float> gradient_;
+  std::vector<uint64_t> base_versions_;  // Versions gradient_ was computed at.
+  Unit pending_unit_;                    // The unit gradient_ trained.
+  int64_t units_committed_ = 0;
+  absl::Time first_push_;
+  double staleness_sum_ = 0;
+  int64_t pushes_ = 0, pushes_dropped_ = 0;
+  double pull_ms_ = 0, push_ms_ = 0;
+  int64_t pulls_ = 0;
+};
+
+}  // namespace spotps
+
+#endif  // SPOTPS_TRAINER_ELASTIC_TRAINING_WORKER_H_

@@ -1,0 +1,46 @@
+#include "trainer/elastic/worker_membership.h"
+
+#include "common/log.h"
+
+namespace spotps {
+
+absl::StatusOr<std::unique_ptr<WorkerMembership>> WorkerMembership::Join(
+    CoordinatorClient* coordinator, const std::string& name) {
+  auto membership = std::unique_ptr<WorkerMembership>(new WorkerMembership(coordinator, name));
+  absl::StatusOr<v1::RegisterResponse> registered = coordinator->Register(name);
+  if (!registered.ok()) return registered.status();
+  membership->worker_id_ = registered->worker_id();
+  membership->consistency_ = registered->consistency();
+  const absl::Duration every =
+      absl::Milliseconds(std::max<uint64_t>(registered->lease_ms() / 3, 50));
+  WorkerMembership* self = membership.get();
+  membership->heartbeat_ = std::make_unique<BackgroundLoop>(every, [self] { self->Heartbeat(); });
+  membership->heartbeat_->Start();
+  return membership;
+}
+
+WorkerMembership::~WorkerMembership() { Leave(); }
+
+absl::Status WorkerMembership::Rejoin() {
+  absl::StatusOr<v1::RegisterResponse> registered = coordinator_->Register(name_);
+  if (!registered.ok()) return registered.status();
+  worker_id_ = registered->worker_id();
+  return absl::OkStatus();
+}
+
+void WorkerMembership::Heartbeat() {
+  absl::Status s = coordinator_->Heartbeat(worker_id_.load());
+  if (absl::IsNotFound(s)) {
+    LogWarningF("[%s] lease lost, registering again", name_);
+    Rejoin().IgnoreError();  // Retried at the next beat if it fails.
+  }
+}
+
+void WorkerMembership::Leave() {
+  if (left_) return;
+  left_ = true;
+  if (heartbeat_ != nullptr) heartbeat_->Stop();
+  coordinator_->Deregister(worker_id_.load()).IgnoreError();
+}
+
+}  // namespace spotps

@@ -1,0 +1,47 @@
+// WorkerMembership: keeps one trainer registered with the coordinator.
+#ifndef SPOTPS_TRAINER_ELASTIC_WORKER_MEMBERSHIP_H_
+#define SPOTPS_TRAINER_ELASTIC_WORKER_MEMBERSHIP_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/background_loop.h"
+#include "client/coordinator_client.h"
+
+namespace spotps {
+
+// Owns the worker's registration and a heartbeat thread (every lease / 3).
+// Promises: if the lease is ever lost (a long stall, a coordinator restart)
+// the next heartbeat registers again under a new id; Leave() stops the
+// thread and deregisters, so the coordinator re-issues nothing it holds.
+class WorkerMembership {
+ public:
+  static absl::StatusOr<std::unique_ptr<WorkerMembership>> Join(CoordinatorClient* coordinator,
+                                                                const std::string& name);
+  ~WorkerMembership();
+
+  uint64_t worker_id() const { return worker_id_.load(); }
+  // How the coordinator paces workers, as it said at registration.
+  v1::Consistency consistency() const { return consistency_; }
+  // Registers again now (after an RPC said NOT_FOUND).
+  absl::Status Rejoin();
+  void Leave();
+
+ private:
+  WorkerMembership(CoordinatorClient* coordinator, std::string name)
+      : coordinator_(coordinator), name_(std::move(name)) {}
+  void Heartbeat();
+
+  CoordinatorClient* const coordinator_;
+  const std::string name_;
+  std::atomic<uint64_t> worker_id_{0};
+  v1::Consistency consistency_ = v1::CONSISTENCY_ASYNC;  // Set by Join.
+  std::unique_ptr<BackgroundLoop> heartbeat_;  // Set by Join.
+  bool left_ = false;
+};
+
+}  // namespace spotps
+
+#endif  // SPOTPS_TRAINER_ELASTIC_WORKER_MEMBERSHIP_H_

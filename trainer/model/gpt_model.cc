@@ -1,0 +1,217 @@
+#include "trainer/model/gpt_model.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "trainer/runtime/torch_status.h"
+
+namespace spotps {
+namespace {
+
+constexpr double kInitStd = 0.02;
+
+// Holds the random stream that initializes one model, so initialization is
+// a pure function of the seed and never touches LibTorch's global generator.
+struct ParameterInitializer {
+  at::Generator generator;
+  double residual_std;
+
+  void Normal(const torch::Tensor& weight, double std) { weight.normal_(0.0, std, generator); }
+  void Linear(const torch::nn::Linear& linear, double std) {
+    Normal(linear->weight, std);
+    linear->bias.zero_();
+  }
+  void LayerNorm(const torch::nn::LayerNorm& norm) {
+    norm->weight.fill_(1.0);
+    norm->bias.zero_();
+  }
+};
+
+torch::nn::LayerNorm MakeLayerNorm(int64_t width) {
+  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({width}));
+}
+
+// The precision policy's FP32 island: LayerNorm always sees an FP32 input,
+// so it normalizes in FP32 even when autocast produced a BF16 activation.
+torch::Tensor NormalizeInFp32(torch::nn::LayerNorm& norm, const torch::Tensor& x) {
+  return norm(x.to(torch::kFloat));
+}
+
+// True above the diagonal: position t must not attend to positions > t.
+torch::Tensor FutureMask(int64_t length) {
+  return torch::ones({length, length}, torch::kBool).triu(1);
+}
+
+class CausalSelfAttentionImpl : public torch::nn::Module {
+ public:
+  explicit CausalSelfAttentionImpl(const GptConfig& config)
+      : n_head_(config.n_head),
+        qkv_(register_module("qkv", torch::nn::Linear(config.d_model, 3 * config.d_model))),
+        proj_(register_module("proj", torch::nn::Linear(config.d_model, config.d_model))),
+        attn_dropout_(register_module("attn_dropout", torch::nn::Dropout(config.dropout))),
+        resid_dropout_(register_module("resid_dropout", torch::nn::Dropout(config.dropout))) {}
+
+  void Initialize(ParameterInitializer& init) {
+    init.Linear(qkv_, kInitStd);
+    init.Linear(proj_, init.residual_std);
+  }
+
+  // x: [B, T, C]; future_mask: [T, T].
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& future_mask) {
+    const int64_t batch = x.size(0), length = x.size(1), width = x.size(2);
+    const int64_t head_width = width / n_head_;
+    auto split_heads = [&](const torch::Tensor& t) {
+      return t.view({batch, length, n_head_, head_width}).transpose(1, 2);
+    };
+    std::vector<torch::Tensor> qkv = qkv_(x).split(width, /*dim=*/2);
+    torch::Tensor q = split_heads(qkv[0]);
+    torch::Tensor k = split_heads(qkv[1]);
+    torch::Tensor v = split_heads(qkv[2]);
+
+    // Scores leave the (possibly BF16) matmul as FP32 so the scale, the mask
+    // and the softmax keep full precision; autocast narrows them again for
+    // the value matmul.
+    torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1))
+                               .to(torch::kFloat)
+                               .mul(1.0 / std::sqrt(double(head_width)))
+                               .masked_fill(future_mask, -std::numeric_limits<float>::infinity());
+    torch::Tensor probs = attn_dropout_(torch::softmax(scores, /*dim=*/-1));
+    torch::Tensor y =
+        torch::matmul(probs, v).transpose(1, 2).contiguous().view({batch, length, width});
+    return resid_dropout_(proj_(y));
+  }
+
+ private:
+  int64_t n_head_;
+  torch::nn::Linear qkv_;
+  torch::nn::Linear proj_;
+  torch::nn::Dropout attn_dropout_;
+  torch::nn::Dropout resid_dropout_;
+};
+TORCH_MODULE(CausalSelfAttention);
+
+class MlpImpl : public torch::nn::Module {
+ public:
+  explicit MlpImpl(const GptConfig& config)
+      : fc_(register_module("fc", torch::nn::Linear(config.d_model, 4 * config.d_model))),
+        proj_(register_module("proj", torch::nn::Linear(4 * config.d_model, config.d_model))),
+        dropout_(register_module("dropout", torch::nn::Dropout(config.dropout))) {}
+
+  void Initialize(ParameterInitializer& init) {
+    init.Linear(fc_, kInitStd);
+    init.Linear(proj_, init.residual_std);
+  }
+
+  torch::Tensor forward(const torch::Tensor& x) {
+    return dropout_(proj_(torch::gelu(fc_(x), "tanh")));
+  }
+
+ private:
+  torch::nn::Linear fc_;
+  torch::nn::Linear proj_;
+  torch::nn::Dropout dropout_;
+};
+TORCH_MODULE(Mlp);
+
+class TransformerBlockImpl : public torch::nn::Module {
+ public:
+  explicit TransformerBlockImpl(const GptConfig& config)
+      : ln_1_(register_module("ln_1", MakeLayerNorm(config.d_model))),
+        attn_(register_module("attn", CausalSelfAttention(config))),
+        ln_2_(register_module("ln_2", MakeLayerNorm(config.d_model))),
+        mlp_(register_module("mlp", Mlp(config))) {}
+
+  void Initialize(ParameterInitializer& init) {
+    init.LayerNorm(ln_1_);
+    attn_->Initialize(init);
+    init.LayerNorm(ln_2_);
+    mlp_->Initialize(init);
+  }
+
+  // The residual stream x stays FP32: adding a BF16 branch output to it
+  // promotes the sum to FP32.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& future_mask) {
+    torch::Tensor h = x + attn_(NormalizeInFp32(ln_1_, x), future_mask);
+    return h + mlp_(NormalizeInFp32(ln_2_, h));
+  }
+
+ private:
+  torch::nn::LayerNorm ln_1_;
+  CausalSelfAttention attn_;
+  torch::nn::LayerNorm ln_2_;
+  Mlp mlp_;
+};
+
+}  // namespace
+
+GptModelImpl::GptModelImpl(const GptConfig& config, uint64_t seed) : config_(config) {
+  const absl::Status valid = ValidateGptConfig(config);
+  TORCH_CHECK_VALUE(valid.ok(), std::string(valid.message()));
+
+  wte_ = register_module("wte", torch::nn::Embedding(config.vocab_size, config.d_model));
+  wpe_ = register_module("wpe", torch::nn::Embedding(config.context_len, config.d_model));
+  embedding_dropout_ = register_module("embedding_dropout", torch::nn::Dropout(config.dropout));
+  blocks_ = register_module("blocks", torch::nn::ModuleList());
+  for (int64_t i = 0; i < config.n_layer; ++i) {
+    blocks_->push_back(std::make_shared<TransformerBlockImpl>(config));
+  }
+  ln_f_ = register_module("ln_f", MakeLayerNorm(config.d_model));
+
+  torch::NoGradGuard no_grad;
+  ParameterInitializer init{at::make_generator<at::CPUGeneratorImpl>(seed),
+                            kInitStd / std::sqrt(2.0 * double(config.n_layer))};
+  init.Normal(wte_->weight, kInitStd);
+  init.Normal(wpe_->weight, kInitStd);
+  for (const std::shared_ptr<torch::nn::Module>& block : *blocks_) {
+    block->as<TransformerBlockImpl>()->Initialize(init);
+  }
+  init.LayerNorm(ln_f_);
+}
+
+torch::Tensor GptModelImpl::forward(const torch::Tensor& tokens) {
+  TORCH_CHECK_VALUE(tokens.dim() == 2 && tokens.scalar_type() == torch::kLong,
+                    "GPT input must be int64 [batch, time], got ", tokens.scalar_type(), " ",
+                    tokens.sizes());
+  const int64_t length = tokens.size(1);
+  TORCH_CHECK_VALUE(length <= config_.context_len, "sequence length ", length,
+                    " exceeds the model's context_len ", config_.context_len);
+
+  torch::Tensor positions = torch::arange(length, torch::kLong);
+  torch::Tensor x = embedding_dropout_(wte_(tokens) + wpe_(positions));
+  const torch::Tensor future_mask = FutureMask(length);
+  for (const std::shared_ptr<torch::nn::Module>& block : *blocks_) {
+    x = block->as<TransformerBlockImpl>()->forward(x, future_mask);
+  }
+  // Tied head: the token embedding matrix doubles as the output projection.
+  torch::Tensor h = NormalizeInFp32(ln_f_, x);
+  return torch::linear(h, wte_->weight).to(torch::kFloat);
+}
+
+absl::StatusOr<GptModel> CreateGptModel(const GptConfig& config, uint64_t seed) {
+  if (absl::Status status = ValidateGptConfig(config); !status.ok()) {
+    return status;
+  }
+  return CatchTorchErrors([&] { return GptModel(config, seed); });
+}
+
+torch::Tensor NextTokenCrossEntropy(const torch::Tensor& logits, const torch::Tensor& targets) {
+  TORCH_CHECK_VALUE(logits.dim() == 3 && targets.dim() == 2 && logits.size(0) == targets.size(0) &&
+                        logits.size(1) == targets.size(1),
+                    "logits ", logits.sizes(), " do not match targets ", targets.sizes());
+  const int64_t vocab = logits.size(2);
+  return torch::cross_entropy_loss(logits.reshape({-1, vocab}).to(torch::kFloat),
+                                   targets.reshape({-1}));
+}
+
+absl::StatusOr<torch::Tensor> ComputeLoss(GptModel& model, const torch::Tensor& inputs,
+                                          const torch::Tensor& targets, ComputeDType dtype) {
+  ComputePrecisionScope precision(dtype);
+  return CatchTorchErrors([&] { return NextTokenCrossEntropy(model->forward(inputs), targets); });
+}
+
+}  // namespace spotps

@@ -1,0 +1,27 @@
+// Command-line flags that pick the model (--model preset plus per-dimension
+// overrides) and its compute threads, shared by every binary that builds a
+// GptModel.
+#ifndef SPOTPS_TRAINER_MODEL_MODEL_FLAGS_H_
+#define SPOTPS_TRAINER_MODEL_MODEL_FLAGS_H_
+
+#include <string>
+
+#include "absl/flags/declare.h"
+#include "absl/status/statusor.h"
+#include "trainer/model/gpt_config.h"
+#include "trainer/runtime/compute_runtime.h"
+
+ABSL_DECLARE_FLAG(std::string, model);
+
+namespace spotps {
+
+// The preset named by --model with --n_layer, --n_head, --d_model,
+// --context_len and --vocab_size applied on top (0 keeps the preset's).
+absl::StatusOr<GptConfig> GptConfigFromFlags();
+
+// --threads and the given precision, for ConfigureComputeRuntime().
+ComputeRuntimeOptions ComputeRuntimeOptionsFromFlags(ComputeDType dtype);
+
+}  // namespace spotps
+
+#endif  // SPOTPS_TRAINER_MODEL_MODEL_FLAGS_H_

@@ -1,0 +1,77 @@
+#include "trainer/model/parameter_binding.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace spotps {
+
+absl::StatusOr<ParameterBinding> ParameterBinding::Create(torch::nn::Module& module) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> specs;
+  std::vector<torch::Tensor> params;
+  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+    const torch::Tensor& p = item.value();
+    if (p.scalar_type() != torch::kFloat32 || !p.is_contiguous()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("parameter '", item.key(), "' is not a contiguous FP32 tensor"));
+    }
+    specs.push_back({item.key(), p.sizes().vec()});
+    params.push_back(p);
+  }
+  absl::StatusOr<ModelLayout> layout = ModelLayout::Create(std::move(specs));
+  if (!layout.ok()) return layout.status();
+  return ParameterBinding(*std::move(layout), std::move(params));
+}
+
+absl::Status ParameterBinding::CheckSameModel(const ModelLayout& cluster) const {
+  if (cluster.fingerprint() == layout_.fingerprint()) return absl::OkStatus();
+  const auto& ours = layout_.tensors();
+  const auto& theirs = cluster.tensors();
+  for (size_t i = 0; i < std::min(ours.size(), theirs.size()); ++i) {
+    if (ours[i].name != theirs[i].name || ours[i].shape != theirs[i].shape) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the cluster trains a different model: its tensor ", i, " is '", theirs[i].name, "' [",
+          absl::StrJoin(theirs[i].shape, ","), "], this trainer's is '", ours[i].name, "' [",
+          absl::StrJoin(ours[i].shape, ","), "]; start the trainer with the same --model flags"));
+    }
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the cluster trains a different model (", cluster.Summary(), ") than this trainer (",
+      layout_.Summary(), "); start the trainer with the same --model flags"));
+}
+
+void ParameterBinding::LoadWeights(absl::Span<const float> flat) {
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const TensorSlot& slot = layout_.tensors()[i];
+    std::memcpy(params_[i].data_ptr<float>(), flat.data() + slot.flat_offset,
+                slot.num_elements * sizeof(float));
+  }
+}
+
+std::vector<float> ParameterBinding::FlattenWeights() const {
+  std::vector<float> flat(layout_.total_elements());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const TensorSlot& slot = layout_.tensors()[i];
+    std::memcpy(flat.data() + slot.flat_offset, params_[i].data_ptr<float>(),
+                slot.num_elements * sizeof(float));
+  }
+  return flat;
+}
+
+void ParameterBinding::GatherGradients(absl::Span<float> flat) const {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const TensorSlot& slot = layout_.tensors()[i];
+    float* dst = flat.data() + slot.flat_offset;
+    const torch::Tensor& grad = params_[i].grad();
+    if (!grad.defined()) {
+      std::memset(dst, 0, slot.num_elements * sizeof(float));
+      continue;
+    }
+    const torch::Tensor g = grad.to(torch::kFloat32).contiguous();
+    std::memcpy(dst, g.data_ptr<float>(), slot.num_elements * sizeof(float));
+  }
+}
+
+}  // namespace spotps

@@ -1,0 +1,48 @@
+// ParameterBinding: the bridge between a LibTorch module's named parameters
+// and the parameter server's flat FP32 space.
+#ifndef SPOTPS_TRAINER_MODEL_PARAMETER_BINDING_H_
+#define SPOTPS_TRAINER_MODEL_PARAMETER_BINDING_H_
+
+#include <torch/torch.h>
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/model_layout.h"
+
+namespace spotps {
+
+// Owns the layout derived from a module's named_parameters() (one PS tensor
+// per parameter, in the module's order) and references to the parameters.
+// Promises: Load and Gather move whole flat buffers in one pass and never
+// resize a parameter; the module must outlive the binding.
+class ParameterBinding {
+ public:
+  static absl::StatusOr<ParameterBinding> Create(torch::nn::Module& module);
+
+  const ModelLayout& layout() const { return layout_; }
+
+  // FAILED_PRECONDITION, naming the first difference, if the cluster holds a
+  // different model than this one (another preset or dimension flag).
+  absl::Status CheckSameModel(const ModelLayout& cluster_layout) const;
+
+  // Copies flat FP32 weights into the parameters.
+  void LoadWeights(absl::Span<const float> flat);
+  // Copies the parameters out (for Init).
+  std::vector<float> FlattenWeights() const;
+  // Copies the parameters' gradients out; a parameter without a gradient
+  // contributes zeros.
+  void GatherGradients(absl::Span<float> flat) const;
+
+ private:
+  ParameterBinding(ModelLayout layout, std::vector<torch::Tensor> params)
+      : layout_(std::move(layout)), params_(std::move(params)) {}
+
+  ModelLayout layout_;
+  std::vector<torch::Tensor> params_;  // Same order as layout_.tensors().
+};
+
+}  // namespace spotps
+
+#endif  // SPOTPS_TRAINER_MODEL_PARAMETER_BINDING_H_
