@@ -25,26 +25,12 @@ size_t FanOutPool::num_threads() const {
 
 std::vector<absl::Status> FanOutPool::RunAll(size_t n,
                                              const std::function<absl::Status(size_t)>& fn) {
-  // Shared with the calls, so none touches freed memory however late it
-  // drops its reference after the last decrement.
-  struct Batch {
-    absl::Mutex mu;
-    size_t remaining;
-    std::vector<absl::Status> results;
-  };
   auto batch = std::make_shared<Batch>();
   batch->remaining = n;
   batch->results.resize(n);
   {
     absl::MutexLock lock(&mu_);
-    for (size_t i = 0; i < n; ++i) {
-      queue_.push_back([batch, &fn, i] {
-        absl::Status result = fn(i);
-        absl::MutexLock done(&batch->mu);
-        batch->results[i] = std::move(result);
-        --batch->remaining;
-      });
-    }
+    for (size_t i = 0; i < n; ++i) queue_.push_back(Task{batch, &fn, i});
     // Every queued call gets a thread now: an idle one or a new one.
     while (idle_ < queue_.size()) {
       ++idle_;
@@ -63,20 +49,29 @@ absl::Status FanOutPool::Run(size_t n, const std::function<absl::Status(size_t)>
 
 void FanOutPool::WorkerLoop() {
   if (on_thread_start_) on_thread_start_();
-  absl::MutexLock lock(&mu_);
   while (true) {
-    mu_.Await(absl::Condition(
-        +[](FanOutPool* p)
-             ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) { return p->stopping_ || !p->queue_.empty(); },
-        this));
-    if (queue_.empty()) return;  // Stopping, nothing left.
-    std::function<void()> call = std::move(queue_.front());
-    queue_.pop_front();
-    --idle_;
-    mu_.Unlock();
-    call();
-    mu_.Lock();
-    ++idle_;
+    Task task;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](FanOutPool* p)
+               ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) { return p->stopping_ || !p->queue_.empty(); },
+          this));
+      if (queue_.empty()) return;  // Stopping, nothing left.
+      task = std::move(queue_.front());
+      queue_.pop_front();
+      --idle_;
+    }
+    absl::Status result = (*task.fn)(task.index);
+    // Idle again before the caller learns the call ended, so that its next
+    // Run finds this thread instead of starting another.
+    {
+      absl::MutexLock lock(&mu_);
+      ++idle_;
+    }
+    absl::MutexLock done(&task.batch->mu);
+    task.batch->results[task.index] = std::move(result);
+    --task.batch->remaining;
   }
 }
 

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -38,11 +39,24 @@ class FanOutPool {
   size_t num_threads() const;
 
  private:
+  // The calls of one RunAll; shared with the tasks, so none touches freed
+  // memory however late it drops its reference.
+  struct Batch {
+    absl::Mutex mu;
+    size_t remaining ABSL_GUARDED_BY(mu) = 0;
+    std::vector<absl::Status> results ABSL_GUARDED_BY(mu);
+  };
+  struct Task {
+    std::shared_ptr<Batch> batch;
+    const std::function<absl::Status(size_t)>* fn = nullptr;  // Outlives the batch's wait.
+    size_t index = 0;
+  };
+
   void WorkerLoop();
 
   const std::function<void()> on_thread_start_;
   mutable absl::Mutex mu_;
-  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
   size_t idle_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);

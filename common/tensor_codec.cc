@@ -3,6 +3,8 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstring>
+#include <limits>
 
 #include "absl/strings/str_format.h"
 #include "oneapi/dnnl/dnnl.hpp"
@@ -106,19 +108,29 @@ absl::Status DecodeToFp32(v1::DType dtype, absl::string_view bytes, int64_t n, f
 }
 
 bool AllFinite(v1::DType dtype, absl::string_view bytes) {
-  // An all-ones exponent means Inf or NaN in both formats; OR-reducing the
-  // test keeps the loop branch-free so it vectorizes.
+  return AllWithin(dtype, bytes, std::numeric_limits<float>::max());
+}
+
+bool AllWithin(v1::DType dtype, absl::string_view bytes, float max_abs) {
+  // For IEEE-754 numbers of one sign, the order of the magnitudes is the
+  // order of the bit patterns, and Inf and NaN lie above every finite one:
+  // one integer compare per element tests both. OR-reducing keeps the loop
+  // branch-free so it vectorizes.
+  uint32_t limit;
+  std::memcpy(&limit, &max_abs, sizeof(limit));
+  limit &= 0x7fffffffu;
   if (dtype == v1::DTYPE_BF16) {
+    const uint32_t bf16_limit = limit >> 16;  // Truncation rounds the limit down.
     const auto* p = reinterpret_cast<const uint16_t*>(bytes.data());
     const size_t n = bytes.size() / 2;
     uint32_t bad = 0;
-    for (size_t i = 0; i < n; ++i) bad |= ((p[i] & 0x7f80u) == 0x7f80u);
+    for (size_t i = 0; i < n; ++i) bad |= (static_cast<uint32_t>(p[i] & 0x7fffu) > bf16_limit);
     return bad == 0;
   }
   const auto* p = reinterpret_cast<const uint32_t*>(bytes.data());
   const size_t n = bytes.size() / 4;
   uint32_t bad = 0;
-  for (size_t i = 0; i < n; ++i) bad |= ((p[i] & 0x7f800000u) == 0x7f800000u);
+  for (size_t i = 0; i < n; ++i) bad |= ((p[i] & 0x7fffffffu) > limit);
   return bad == 0;
 }
 

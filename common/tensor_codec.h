@@ -44,6 +44,8 @@ absl::Status DecodeToFp32(v1::DType dtype, absl::string_view bytes, int64_t n, f
 
 // True when every element of the payload is a finite number.
 bool AllFinite(v1::DType dtype, absl::string_view bytes);
+// True when every element is finite and at most `max_abs` in magnitude.
+bool AllWithin(v1::DType dtype, absl::string_view bytes, float max_abs);
 
 }  // namespace spotps
 

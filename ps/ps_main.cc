@@ -58,6 +58,8 @@ ABSL_FLAG(uint32_t, epochs, 0,
 ABSL_FLAG(uint64_t, units_per_epoch, 0, "Work units (one trainer step each) per epoch.");
 ABSL_FLAG(uint64_t, data_seed, 1, "Seeds every epoch's shuffled unit order.");
 ABSL_FLAG(double, worker_lease_s, 10, "A trainer silent this long is dropped.");
+ABSL_FLAG(int64_t, max_workers, 4096,
+          "Shard 0: trainers registered at once at most; more get RESOURCE_EXHAUSTED.");
 ABSL_FLAG(double, unit_lease_s, 60, "A unit not committed this long is re-issued.");
 ABSL_FLAG(std::string, consistency, "async",
           "async, ssp:S (shard 0 holds any trainer more than S units ahead of the slowest) or "
@@ -123,6 +125,10 @@ absl::StatusOr<std::unique_ptr<spotps::Coordinator>> CoordinatorFromFlags(uint32
   o.dispatch.seed = absl::GetFlag(FLAGS_data_seed);
   o.dispatch.unit_lease = absl::Seconds(absl::GetFlag(FLAGS_unit_lease_s));
   o.worker_lease = absl::Seconds(absl::GetFlag(FLAGS_worker_lease_s));
+  if (absl::GetFlag(FLAGS_max_workers) < 1) {
+    return absl::InvalidArgumentError("--max_workers must be at least 1");
+  }
+  o.max_workers = static_cast<size_t>(absl::GetFlag(FLAGS_max_workers));
   absl::StatusOr<spotps::Consistency> consistency =
       spotps::ParseConsistency(absl::GetFlag(FLAGS_consistency));
   if (!consistency.ok()) return consistency.status();

@@ -54,6 +54,9 @@ absl::StatusOr<uint64_t> CheckpointRoundDriver::PrepareRound() {
     incarnations_[i] = stats.incarnation();
     newest = std::max(newest, stats.last_checkpoint_id());
   }
+  if (newest == ~uint64_t{0}) {
+    return absl::OutOfRangeError("checkpoint ids are exhausted (a shard holds id 2^64-1)");
+  }
   return newest + 1;
 }
 

@@ -34,6 +34,19 @@ absl::StatusOr<std::string> ShardCheckpointer::Restore(ShardStore* store) {
 absl::StatusOr<CheckpointWriteResult> ShardCheckpointer::Write(uint64_t id, const ShardStore& store,
                                                                absl::string_view extra_blob) {
   absl::MutexLock lock(&write_mu_);
+  const uint64_t newest = last_written_id_.load();
+  if (id == 0) return absl::InvalidArgumentError("checkpoint ids start at 1");
+  if (id < newest) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "checkpoint %d is older than this shard's newest, %d: checkpoint ids only grow", id,
+        newest));
+  }
+  if (id - newest > kMaxIdStep) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "checkpoint %d is more than %d above this shard's newest, %d: refused, so that ids "
+        "never approach their wrap-around",
+        id, kMaxIdStep, newest));
+  }
   const absl::Time start = absl::Now();
   absl::StatusOr<ShardState> state = store.ExportState();
   if (!state.ok()) return state.status();

@@ -25,6 +25,8 @@ struct CheckpointWriteResult {
 // the ids it reports only grow.
 class ShardCheckpointer {
  public:
+  static constexpr uint64_t kMaxIdStep = uint64_t{1} << 20;
+
   static absl::StatusOr<std::unique_ptr<ShardCheckpointer>> Open(const std::string& directory,
                                                                  uint32_t shard_index,
                                                                  int keep_last);
@@ -35,7 +37,11 @@ class ShardCheckpointer {
   absl::StatusOr<std::string> Restore(ShardStore* store);
 
   // Writes `store` as checkpoint `id` with `extra_blob`. FAILED_PRECONDITION
-  // if the store is not initialised yet (nothing to save).
+  // if the store is not initialised yet (nothing to save) or `id` is below
+  // the newest this shard wrote (ids only grow; the newest may be written
+  // again); INVALID_ARGUMENT for id 0 or an id more than kMaxIdStep above
+  // the newest, so that no stray request can push the ids towards their
+  // wrap-around and stop every later round.
   absl::StatusOr<CheckpointWriteResult> Write(uint64_t id, const ShardStore& store,
                                               absl::string_view extra_blob);
 

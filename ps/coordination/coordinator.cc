@@ -88,10 +88,15 @@ void Coordinator::ExpireWorkers(absl::Time now) {
   CloseRoundIfComplete();
 }
 
-uint64_t Coordinator::Register(const std::string& name) {
+absl::StatusOr<uint64_t> Coordinator::Register(const std::string& name) {
   absl::MutexLock lock(&mu_);
   const absl::Time now = clock_();
   ExpireWorkers(now);
+  if (leases_.members().size() >= options_.max_workers) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "%d workers are registered, the most this coordinator takes: try again later",
+        leases_.members().size()));
+  }
   return leases_.Register(name, now);
 }
 
@@ -103,11 +108,13 @@ absl::Status Coordinator::Heartbeat(uint64_t worker) {
   return NotRegistered(worker);
 }
 
-void Coordinator::Deregister(uint64_t worker) {
+absl::Status Coordinator::Deregister(uint64_t worker) {
   absl::MutexLock lock(&mu_);
-  leases_.Remove(worker);
+  ExpireWorkers(clock_());
+  if (!leases_.Remove(worker)) return NotRegistered(worker);
   ReleaseUnitsOf(worker);
   CloseRoundIfComplete();
+  return absl::OkStatus();
 }
 
 absl::StatusOr<WorkUnitDispatcher::Grant> Coordinator::Acquire(uint64_t worker) {
@@ -155,11 +162,11 @@ absl::StatusOr<bool> Coordinator::Commit(uint64_t worker, uint32_t epoch, uint64
   absl::MutexLock lock(&mu_);
   ExpireWorkers(clock_());
   if (!sync()) {
-    absl::StatusOr<bool> duplicate = dispatcher_.Commit(epoch, index);
+    absl::StatusOr<bool> duplicate = dispatcher_.Commit(worker, epoch, index);
     if (duplicate.ok() && !*duplicate) leases_.CountCommit(worker);
     return duplicate;
   }
-  if (absl::Status s = dispatcher_.ValidateUnit(epoch, index); !s.ok()) return s;
+  if (absl::Status s = dispatcher_.CheckLessee(worker, epoch, index); !s.ok()) return s;
   if (push_id.empty() || push_id.size() > kMaxPushIdLength) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "sync mode: a commit must name the push that carried the gradient (1 to %d bytes), "
@@ -171,15 +178,20 @@ absl::StatusOr<bool> Coordinator::Commit(uint64_t worker, uint32_t epoch, uint64
   return false;
 }
 
-void Coordinator::Release(uint64_t worker, uint32_t epoch, uint64_t index) {
+absl::Status Coordinator::Release(uint64_t worker, uint32_t epoch, uint64_t index) {
   absl::MutexLock lock(&mu_);
+  if (absl::Status s = dispatcher_.CheckLessee(worker, epoch, index); !s.ok()) return s;
   if (sync()) {
+    // A unit whose gradient is in the round is not the worker's to give back.
     const WorkUnitDispatcher::Grant* held = round_.Held(worker);
-    if (held == nullptr || held->epoch != epoch || held->index != index) return;
+    if (held == nullptr || held->epoch != epoch || held->index != index) {
+      return absl::OkStatus();
+    }
     round_.Drop(worker);
   }
-  dispatcher_.Release(worker, epoch, index).IgnoreError();
+  absl::Status s = dispatcher_.Release(worker, epoch, index);
   CloseRoundIfComplete();
+  return s;
 }
 
 std::optional<ClosedRound> Coordinator::AwaitClosedRound(absl::Duration timeout) {
@@ -200,7 +212,7 @@ void Coordinator::FinishRound(uint64_t number, bool applied) {
   if (!round_.closed() || round_.number() != number) return;
   for (const SyncRound::Contribution& c : round_.Advance()) {
     if (applied) {
-      absl::StatusOr<bool> duplicate = dispatcher_.Commit(c.epoch, c.index);
+      absl::StatusOr<bool> duplicate = dispatcher_.Commit(c.worker, c.epoch, c.index);
       if (duplicate.ok() && !*duplicate) leases_.CountCommit(c.worker);
     } else {
       dispatcher_.Release(c.worker, c.epoch, c.index).IgnoreError();

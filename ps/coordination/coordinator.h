@@ -39,6 +39,8 @@ struct CoordinatorOptions {
   // Sync mode: how long an Acquire that would answer WAIT first waits for
   // the next round to open (a long poll, so rounds follow each other fast).
   absl::Duration sync_acquire_wait = absl::Seconds(1);
+  // Registered workers at most: each costs memory and every call scans them.
+  size_t max_workers = 4096;
 };
 
 // A sync round that closed and must now be applied on every shard.
@@ -50,8 +52,9 @@ struct ClosedRound {
 // Owns the LeaseTable, the WorkUnitDispatcher and, in sync mode, the open
 // SyncRound. Promises: thread-safe; every call first expires stale workers
 // (releasing their units), so a dead worker never holds work past its
-// lease; in async and SSP modes commits are accepted from any worker, live
-// or not, because the gradient they stand for has landed. With an SSP
+// lease; in async and SSP modes a commit is accepted from any worker the
+// unit was leased to, live or not (the gradient it stands for has landed),
+// and from no other. With an SSP
 // bound, Acquire answers WAIT to a worker too far ahead of the slowest live
 // one; the slowest is never held back and dead workers leave the clock with
 // their lease. In sync mode each live worker trains one unit per round; a
@@ -65,16 +68,22 @@ class Coordinator {
   static absl::StatusOr<std::unique_ptr<Coordinator>> Create(const CoordinatorOptions& options,
                                                              Clock clock = absl::Now);
 
-  uint64_t Register(const std::string& name);
+  // RESOURCE_EXHAUSTED when max_workers are registered already.
+  absl::StatusOr<uint64_t> Register(const std::string& name);
   // NOT_FOUND when the worker is unknown or its lease expired.
   absl::Status Heartbeat(uint64_t worker);
-  void Deregister(uint64_t worker);
+  // NOT_FOUND when the worker is unknown or its lease expired (its units
+  // went back already).
+  absl::Status Deregister(uint64_t worker);
   absl::StatusOr<WorkUnitDispatcher::Grant> Acquire(uint64_t worker);
-  // Returns true if the unit was already committed. Sync mode: `push_id`
-  // is required; ABORTED if the round went on without this unit.
+  // Returns true if the unit was already committed. Only a worker the unit
+  // was leased to may commit it (WorkUnitDispatcher::CheckLessee's errors).
+  // Sync mode: `push_id` is required; ABORTED if the round went on without
+  // this unit.
   absl::StatusOr<bool> Commit(uint64_t worker, uint32_t epoch, uint64_t index,
                               const std::string& push_id = "");
-  void Release(uint64_t worker, uint32_t epoch, uint64_t index);
+  // Gives a unit back; the errors of CheckLessee.
+  absl::Status Release(uint64_t worker, uint32_t epoch, uint64_t index);
 
   // Sync mode: waits up to `timeout` for a round to close and returns it;
   // nullopt if none did.

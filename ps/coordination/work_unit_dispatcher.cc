@@ -1,5 +1,6 @@
 #include "ps/coordination/work_unit_dispatcher.h"
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 
@@ -53,6 +54,10 @@ std::vector<uint64_t> WorkUnitDispatcher::EpochOrder(uint64_t seed, uint32_t epo
 }
 
 void WorkUnitDispatcher::StartEpoch(uint32_t epoch) {
+  previous_lessees_.clear();
+  if (epoch == epoch_ + 1) {
+    for (Unit& u : units_) previous_lessees_.push_back(std::move(u.lessees));
+  }
   epoch_ = epoch;
   committed_in_epoch_ = 0;
   units_.assign(epoch < config_.num_epochs ? config_.units_per_epoch : 0, Unit{});
@@ -63,9 +68,9 @@ void WorkUnitDispatcher::StartEpoch(uint32_t epoch) {
 }
 
 void WorkUnitDispatcher::ReturnToPending(uint64_t index) {
-  const bool leased_since_import = units_[index].leased_since_import;
-  units_[index] = Unit{};
-  units_[index].leased_since_import = leased_since_import;
+  Unit& u = units_[index];
+  u.state = UnitState::kPending;
+  u.worker = 0;
   pending_.push_front(index);  // Re-issued units go first.
   counts_[epoch_].reissued += 1;
 }
@@ -80,7 +85,13 @@ WorkUnitDispatcher::Grant WorkUnitDispatcher::Acquire(uint64_t worker, absl::Tim
   if (pending_.empty()) return grant;  // kWait: the rest is leased.
   const uint64_t index = pending_.front();
   pending_.pop_front();
-  units_[index] = Unit{UnitState::kLeased, worker, now + config_.unit_lease, true};
+  Unit& u = units_[index];
+  u.state = UnitState::kLeased;
+  u.worker = worker;
+  u.deadline = now + config_.unit_lease;
+  if (std::find(u.lessees.begin(), u.lessees.end(), worker) == u.lessees.end()) {
+    u.lessees.push_back(worker);
+  }
   grant.outcome = Outcome::kUnit;
   grant.epoch = epoch_;
   grant.index = index;
@@ -101,24 +112,48 @@ absl::Status WorkUnitDispatcher::ValidateUnit(uint32_t epoch, uint64_t index) co
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> WorkUnitDispatcher::Commit(uint32_t epoch, uint64_t index) {
+const std::vector<uint64_t>* WorkUnitDispatcher::LesseesOf(uint32_t epoch, uint64_t index) const {
+  if (epoch == epoch_ && index < units_.size()) return &units_[index].lessees;
+  if (epoch + 1 == epoch_ && index < previous_lessees_.size()) return &previous_lessees_[index];
+  return nullptr;
+}
+
+absl::Status WorkUnitDispatcher::CheckLessee(uint64_t worker, uint32_t epoch,
+                                             uint64_t index) const {
   if (absl::Status s = ValidateUnit(epoch, index); !s.ok()) return s;
+  const std::vector<uint64_t>* lessees = LesseesOf(epoch, index);
+  if (lessees == nullptr) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "commits for epoch %d are no longer taken: the current epoch is %d (late commits count "
+        "for the previous epoch only, and none from before a restore of the data progress)",
+        epoch, epoch_));
+  }
+  if (lessees->empty()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "unit %d of epoch %d was never leased since the data progress was restored: nothing "
+        "to commit",
+        index, epoch));
+  }
+  if (std::find(lessees->begin(), lessees->end(), worker) == lessees->end()) {
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "worker %d never held unit %d of epoch %d: only a worker it was leased to may commit or "
+        "release it",
+        worker, index, epoch));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> WorkUnitDispatcher::Commit(uint64_t worker, uint32_t epoch, uint64_t index) {
+  if (absl::Status s = CheckLessee(worker, epoch, index); !s.ok()) return s;
   if (epoch < epoch_ || units_[index].state == UnitState::kCommitted) {
     counts_[epoch].duplicated += 1;
     return true;
   }
   if (units_[index].state == UnitState::kPending) {
-    if (!units_[index].leased_since_import) {  // From before a rollback.
-      counts_[epoch].duplicated += 1;
-      return true;
-    }
     // Its lease expired and it waits to be re-issued: the late commit still
     // counts, so take it out of the queue.
-    for (auto it = pending_.begin(); it != pending_.end(); ++it) {
-      if (*it == index) {
-        pending_.erase(it);
-        break;
-      }
+    if (auto it = std::find(pending_.begin(), pending_.end(), index); it != pending_.end()) {
+      pending_.erase(it);
     }
   }
   units_[index].state = UnitState::kCommitted;
@@ -128,11 +163,12 @@ absl::StatusOr<bool> WorkUnitDispatcher::Commit(uint32_t epoch, uint64_t index) 
 }
 
 absl::Status WorkUnitDispatcher::Release(uint64_t worker, uint32_t epoch, uint64_t index) {
-  if (epoch != epoch_ || index >= units_.size()) return absl::OkStatus();  // Nothing held.
-  if (units_[index].state == UnitState::kLeased && units_[index].worker == worker) {
+  if (absl::Status s = CheckLessee(worker, epoch, index); !s.ok()) return s;
+  if (epoch == epoch_ && units_[index].state == UnitState::kLeased &&
+      units_[index].worker == worker) {
     ReturnToPending(index);
   }
-  return absl::OkStatus();
+  return absl::OkStatus();  // A lease that already ended: nothing to give back.
 }
 
 void WorkUnitDispatcher::ReleaseWorker(uint64_t worker) {
@@ -195,6 +231,7 @@ absl::Status WorkUnitDispatcher::ImportProgress(const std::string& bytes) {
   }
   counts_ = std::move(counts);
   StartEpoch(epoch);
+  previous_lessees_.clear();  // No lease carries over a restore.
   pending_.clear();
   for (uint64_t i = 0; i < units_.size(); ++i) {
     if (bytes[pos + i] == 1) {

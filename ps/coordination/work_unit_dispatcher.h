@@ -46,12 +46,20 @@ class WorkUnitDispatcher {
   static absl::StatusOr<WorkUnitDispatcher> Create(const DispatchConfig& config);
 
   Grant Acquire(uint64_t worker, absl::Time now);
-  // Returns true if the unit was already committed. INVALID_ARGUMENT for a
-  // unit that does not exist, FAILED_PRECONDITION for a future epoch.
-  absl::StatusOr<bool> Commit(uint32_t epoch, uint64_t index);
-  // The errors Commit gives for a unit, without committing it.
+  // Commits a unit for `worker`, which must have held its lease (it may
+  // have expired since: the gradient landed all the same). Returns true if
+  // the unit was already committed. INVALID_ARGUMENT for a unit that does
+  // not exist, FAILED_PRECONDITION for a future epoch, an epoch long gone or
+  // a unit never leased (since the last ImportProgress), PERMISSION_DENIED
+  // for a worker that never held the unit. An error changes nothing.
+  absl::StatusOr<bool> Commit(uint64_t worker, uint32_t epoch, uint64_t index);
+  // The errors Commit gives for a unit that does not exist or is not due.
   absl::Status ValidateUnit(uint32_t epoch, uint64_t index) const;
-  // Gives back a unit the worker will not train (drain).
+  // ValidateUnit, then whether `worker` ever held the unit's lease: the
+  // errors Commit and Release give, without changing anything.
+  absl::Status CheckLessee(uint64_t worker, uint32_t epoch, uint64_t index) const;
+  // Gives back a unit the worker will not train (drain). OK and no change if
+  // its lease to `worker` already ended; the errors of CheckLessee.
   absl::Status Release(uint64_t worker, uint32_t epoch, uint64_t index);
   // Puts every unit leased to `worker` back (it left or its lease expired).
   void ReleaseWorker(uint64_t worker);
@@ -78,22 +86,27 @@ class WorkUnitDispatcher {
   enum class UnitState : uint8_t { kPending, kLeased, kCommitted };
   struct Unit {
     UnitState state = UnitState::kPending;
-    uint64_t worker = 0;
+    uint64_t worker = 0;  // The lessee while kLeased.
     absl::Time deadline;
-    // Leased since the last ImportProgress: only such a unit may be
-    // committed late (after its lease ended). A commit for a lease from
-    // before a rollback may stand for a gradient the restored shard lost.
-    bool leased_since_import = false;
+    // Every worker that leased the unit since the epoch started (or since
+    // the last ImportProgress): only they may commit it, even late. A commit
+    // for a lease from before a rollback may stand for a gradient the
+    // restored shard lost, so it is refused.
+    std::vector<uint64_t> lessees;
   };
 
   explicit WorkUnitDispatcher(const DispatchConfig& config) : config_(config) {}
   void StartEpoch(uint32_t epoch);
   void ReturnToPending(uint64_t index);
+  // Who may commit unit `index` of `epoch` (this epoch or the one before).
+  const std::vector<uint64_t>* LesseesOf(uint32_t epoch, uint64_t index) const;
 
   DispatchConfig config_;
   uint32_t epoch_ = 0;
   std::vector<uint64_t> order_;  // index -> data unit, for epoch_.
   std::vector<Unit> units_;
+  // The lessees of the previous epoch's units, for late duplicate commits.
+  std::vector<std::vector<uint64_t>> previous_lessees_;
   std::deque<uint64_t> pending_;  // Indices to hand out, in order.
   uint64_t committed_in_epoch_ = 0;
   std::vector<EpochCounts> counts_;

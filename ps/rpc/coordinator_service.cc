@@ -14,7 +14,9 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext*, const v1::Regist
   if (request->name().size() > kMaxWorkerNameLength) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "worker name longer than 256 bytes");
   }
-  response->set_worker_id(coordinator_->Register(request->name()));
+  absl::StatusOr<uint64_t> worker = coordinator_->Register(request->name());
+  if (!worker.ok()) return ToGrpcStatus(worker.status());
+  response->set_worker_id(*worker);
   response->set_lease_ms(absl::ToInt64Milliseconds(coordinator_->worker_lease()));
   response->set_consistency(coordinator_->consistency().mode);
   return grpc::Status::OK;
@@ -33,8 +35,7 @@ grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext*,
 grpc::Status CoordinatorService::Deregister(grpc::ServerContext*,
                                             const v1::DeregisterRequest* request,
                                             v1::DeregisterResponse*) {
-  coordinator_->Deregister(request->worker_id());
-  return grpc::Status::OK;
+  return ToGrpcStatus(coordinator_->Deregister(request->worker_id()));
 }
 
 grpc::Status CoordinatorService::AcquireUnit(grpc::ServerContext*,
@@ -76,8 +77,8 @@ grpc::Status CoordinatorService::CommitUnit(grpc::ServerContext*,
 grpc::Status CoordinatorService::ReleaseUnit(grpc::ServerContext*,
                                              const v1::ReleaseUnitRequest* request,
                                              v1::ReleaseUnitResponse*) {
-  coordinator_->Release(request->worker_id(), request->epoch(), request->index());
-  return grpc::Status::OK;
+  return ToGrpcStatus(
+      coordinator_->Release(request->worker_id(), request->epoch(), request->index()));
 }
 
 grpc::Status CoordinatorService::Progress(grpc::ServerContext*, const v1::ProgressRequest*,

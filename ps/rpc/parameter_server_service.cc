@@ -205,10 +205,12 @@ grpc::Status ParameterServerService::WriteCheckpoint(grpc::ServerContext*,
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         "this shard runs without --checkpoint_dir");
   }
-  if (request->checkpoint_id() == 0) {
-    return InvalidArgument("checkpoint ids start at 1");
+  // Shard 0's round always learns every peer's incarnation first, so 0 is
+  // never a real round's: it must not switch the restart check off.
+  if (request->expected_incarnation() == 0) {
+    return InvalidArgument("expected_incarnation is required (the incarnation from Stats)");
   }
-  if (request->expected_incarnation() != 0 && request->expected_incarnation() != incarnation_) {
+  if (request->expected_incarnation() != incarnation_) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         "this shard restarted after the checkpoint round began");
   }

@@ -14,6 +14,13 @@ namespace spotps {
 
 enum class OptimizerKind { kSgd, kAdamW };
 
+// The largest gradient element a shard takes. Beyond sqrt(FLT_MAX) ~ 1.8e19
+// AdamW's g*g overflows FP32 and leaves a second moment of Inf that freezes
+// the weight for good, and repeated huge SGD steps drive weights to Inf;
+// below this bound no optimizer state can leave the finite range in any
+// realistic number of steps. No trained model's gradient comes near it.
+inline constexpr float kMaxGradientMagnitude = 1e18f;
+
 struct OptimizerConfig {
   OptimizerKind kind = OptimizerKind::kAdamW;
   float weight_decay = 0.0f;  // SGD: L2 added to the gradient. AdamW: decoupled.

@@ -13,4 +13,9 @@ bool RecentPushIds::Insert(absl::string_view id) {
   return true;
 }
 
+bool RecentPushIds::Contains(absl::string_view id) const {
+  absl::MutexLock lock(&mu_);
+  return ids_.count(std::string(id)) != 0;
+}
+
 }  // namespace spotps

@@ -22,10 +22,11 @@ class RecentPushIds {
 
   // Records `id`; returns false if it was already recorded.
   bool Insert(absl::string_view id);
+  bool Contains(absl::string_view id) const;
 
  private:
   const size_t capacity_;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   std::unordered_set<std::string> ids_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> order_ ABSL_GUARDED_BY(mu_);
 };

@@ -1,6 +1,7 @@
 #include "ps/store/shard_store.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 
 #include "absl/status/status.h"
@@ -183,7 +184,8 @@ const std::vector<uint32_t>& ShardStore::owned_partitions() const {
 int64_t ShardStore::owned_elements() const { return map_.ShardElements(options_.shard_index); }
 
 absl::Status ShardStore::ValidateRanges(const std::vector<PayloadRange>& ranges, v1::DType dtype,
-                                        const PartitionMap& map, bool require_full_cover) const {
+                                        const PartitionMap& map, bool require_full_cover,
+                                        float max_abs) const {
   const size_t width = WireBytesPerElement(dtype);
   if (width == 0) {
     return absl::InvalidArgumentError(
@@ -212,9 +214,14 @@ absl::Status ShardStore::ValidateRanges(const std::vector<PayloadRange>& ranges,
           absl::StrFormat("chunk of %d elements at offset %d overruns partition %d of %d elements",
                           n, r.offset, r.partition_id, p->num_elements));
     }
-    if (!AllFinite(dtype, r.bytes)) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "payload for partition %d at offset %d contains NaN or Inf", r.partition_id, r.offset));
+    if (!AllWithin(dtype, r.bytes, max_abs)) {
+      const std::string bound =
+          max_abs < std::numeric_limits<float>::max()
+              ? absl::StrFormat(", or an element beyond %g in magnitude", max_abs)
+              : "";
+      return absl::InvalidArgumentError(
+          absl::StrFormat("payload for partition %d at offset %d contains NaN or Inf%s",
+                          r.partition_id, r.offset, bound));
     }
   }
   const auto groups = GroupByPartition(ranges);
@@ -256,7 +263,11 @@ absl::StatusOr<bool> ShardStore::Init(const ModelLayout& layout,
   }
   absl::StatusOr<PartitionMap> map = PartitionMap::Create(layout, options_.num_shards);
   if (!map.ok()) return map.status();
-  if (absl::Status s = ValidateRanges(values, v1::DTYPE_FP32, *map, true); !s.ok()) return s;
+  if (absl::Status s =
+          ValidateRanges(values, v1::DTYPE_FP32, *map, true, std::numeric_limits<float>::max());
+      !s.ok()) {
+    return s;
+  }
 
   std::vector<std::unique_ptr<PartitionState>> partitions(map->partitions().size());
   for (uint32_t id : map->PartitionsOfShard(options_.shard_index)) {
@@ -400,7 +411,9 @@ absl::StatusOr<PushOutcome> ShardStore::Push(absl::string_view push_id, v1::DTyp
   }
   if (ranges.empty()) return reject(absl::InvalidArgumentError("push carries no gradient"));
   // A sync round averages whole gradients, so each must cover the shard.
-  if (absl::Status s = ValidateRanges(ranges, dtype, map_, options_.sync_rounds); !s.ok()) {
+  if (absl::Status s =
+          ValidateRanges(ranges, dtype, map_, options_.sync_rounds, kMaxGradientMagnitude);
+      !s.ok()) {
     return reject(s);
   }
   if (options_.sync_rounds) {
@@ -408,14 +421,18 @@ absl::StatusOr<PushOutcome> ShardStore::Push(absl::string_view push_id, v1::DTyp
     if (!held.ok()) return reject(held.status());
     return held;
   }
-  if (absl::Status s = ValidateVersions(ranges); !s.ok()) return reject(s);
-  if (!recent_push_ids_.Insert(push_id)) {
+  auto duplicate = [this] {
     pushes_duplicate_.fetch_add(1, std::memory_order_relaxed);
     PushOutcome outcome;
     outcome.duplicate = true;
     outcome.global_step = global_step_.load();
     return outcome;
-  }
+  };
+  // The id first: a retry of a push that was applied is a duplicate, even
+  // if the partitions have moved on too far for its base versions since.
+  if (recent_push_ids_.Contains(push_id)) return duplicate();
+  if (absl::Status s = ValidateVersions(ranges); !s.ok()) return reject(s);
+  if (!recent_push_ids_.Insert(push_id)) return duplicate();  // A racing twin.
   return Apply(dtype, ranges);
 }
 

@@ -153,9 +153,11 @@ class ShardStore {
 
   absl::Status RequireInitialized() const;
   absl::StatusOr<const PartitionState*> Owned(uint32_t id) const;
-  // Checks ids, ownership, byte counts, bounds, overlaps and finiteness.
+  // Checks ids, ownership, byte counts, bounds, overlaps, and that every
+  // element is finite and at most `max_abs` in magnitude.
   absl::Status ValidateRanges(const std::vector<PayloadRange>& ranges, v1::DType dtype,
-                              const PartitionMap& map, bool require_full_cover) const;
+                              const PartitionMap& map, bool require_full_cover,
+                              float max_abs) const;
   absl::Status ValidateVersions(const std::vector<PayloadRange>& ranges) const;
   PushOutcome Apply(v1::DType dtype, const std::vector<PayloadRange>& ranges);
   absl::StatusOr<PushOutcome> HoldForRound(absl::string_view push_id, v1::DType dtype,

@@ -122,8 +122,8 @@ absl::Status TrainingWorker::PushPending() {
   absl::StatusOr<bool> applied = PushWithRecovery(push_id);
   if (!applied.ok()) return applied.status();
   if (work_.coordinator == nullptr) return absl::OkStatus();
-  const uint64_t me = work_.membership->worker_id();
   const Unit& u = pending_unit_;
+  const uint64_t me = u.lessee;
   // A coordinator hiccup must not stop training: an uncommitted unit is
   // re-issued when its lease runs out, and counted as trained twice.
   if (*applied) {
@@ -152,8 +152,8 @@ absl::StatusOr<std::optional<TrainingWorker::Unit>> TrainingWorker::NextUnit(
   }
   absl::Time give_up = absl::Now() + options_.unavailable_timeout;
   while (!stop.load()) {
-    absl::StatusOr<v1::AcquireUnitResponse> r =
-        work_.coordinator->Acquire(work_.membership->worker_id());
+    const uint64_t me = work_.membership->worker_id();
+    absl::StatusOr<v1::AcquireUnitResponse> r = work_.coordinator->Acquire(me);
     if (absl::IsNotFound(r.status())) {
       if (absl::Status s = work_.membership->Rejoin(); !s.ok()) return s;
       continue;
@@ -165,7 +165,7 @@ absl::StatusOr<std::optional<TrainingWorker::Unit>> TrainingWorker::NextUnit(
     if (!r.ok()) return r.status();
     give_up = absl::Now() + options_.unavailable_timeout;
     if (r->outcome() == v1::AcquireUnitResponse::OUTCOME_UNIT) {
-      return Unit{r->unit().epoch(), r->unit().index(), r->unit().data_unit()};
+      return Unit{r->unit().epoch(), r->unit().index(), r->unit().data_unit(), me};
     }
     if (r->outcome() == v1::AcquireUnitResponse::OUTCOME_DONE) return std::optional<Unit>();
     // Every remaining unit is leased, maybe one to us: settle ours first, or

@@ -98,6 +98,9 @@ class TrainingWorker {
     uint32_t epoch = 0;
     uint64_t index = 0;
     uint64_t data_unit = 0;
+    // The worker id the unit was leased to: only it may commit the unit,
+    // even if the membership registered again under a new id since.
+    uint64_t lessee = 0;
   };
 
   TrainingWorker(Cluster* cluster, GptModel model, ParameterBinding binding,

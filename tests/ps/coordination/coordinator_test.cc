@@ -31,7 +31,7 @@ class CoordinatorTest : public ::testing::Test {
 
 TEST_F(CoordinatorTest, EveryUnitOfEveryEpochIsHandedOutOnce) {
   auto c = Make(3, 50);
-  const uint64_t a = c->Register("a"), b = c->Register("b");
+  const uint64_t a = *c->Register("a"), b = *c->Register("b");
   std::vector<std::multiset<uint64_t>> trained(3);
   for (int turn = 0;; ++turn) {
     const uint64_t worker = turn % 2 == 0 ? a : b;
@@ -72,7 +72,7 @@ TEST_F(CoordinatorTest, EpochOrderIsSeededShuffledAndDiffersPerEpoch) {
 
 TEST_F(CoordinatorTest, ExpiredUnitLeaseIsReissuedAndLateCommitIsADuplicate) {
   auto c = Make(1, 3);
-  const uint64_t slow = c->Register("slow"), fast = c->Register("fast");
+  const uint64_t slow = *c->Register("slow"), fast = *c->Register("fast");
   auto held = c->Acquire(slow);
   ASSERT_EQ(held->outcome, WorkUnitDispatcher::Outcome::kUnit);
   for (int i = 0; i < 7; ++i) {  // The unit lease (30 s) runs out; both stay alive.
@@ -93,7 +93,7 @@ TEST_F(CoordinatorTest, ExpiredUnitLeaseIsReissuedAndLateCommitIsADuplicate) {
 
 TEST_F(CoordinatorTest, DeadWorkersLoseTheirLeaseAndTheirUnits) {
   auto c = Make(1, 4);
-  const uint64_t dead = c->Register("dead"), alive = c->Register("alive");
+  const uint64_t dead = *c->Register("dead"), alive = *c->Register("alive");
   auto a = c->Acquire(dead);
   auto b = c->Acquire(dead);
   ASSERT_EQ(b->outcome, WorkUnitDispatcher::Outcome::kUnit);
@@ -122,14 +122,15 @@ TEST_F(CoordinatorTest, DeadWorkersLoseTheirLeaseAndTheirUnits) {
 
 TEST_F(CoordinatorTest, DrainReleasesAndDeregisterFreesEverything) {
   auto c = Make(1, 2);
-  const uint64_t w = c->Register("w");
+  const uint64_t w = *c->Register("w");
   auto a = c->Acquire(w);
   auto b = c->Acquire(w);
   EXPECT_EQ(c->Acquire(w)->outcome, WorkUnitDispatcher::Outcome::kWait);  // All leased.
-  c->Release(w, a->epoch, a->index);
+  EXPECT_TRUE(c->Release(w, a->epoch, a->index).ok());
   EXPECT_EQ(c->Acquire(w)->index, a->index);
-  c->Deregister(w);
-  const uint64_t v = c->Register("v");
+  EXPECT_TRUE(c->Deregister(w).ok());
+  EXPECT_EQ(c->Deregister(w).code(), absl::StatusCode::kNotFound);
+  const uint64_t v = *c->Register("v");
   EXPECT_EQ(c->Acquire(v)->outcome, WorkUnitDispatcher::Outcome::kUnit);
   EXPECT_EQ(c->Progress().epochs(0).reissued(), 3u);
   (void)b;
@@ -137,16 +138,53 @@ TEST_F(CoordinatorTest, DrainReleasesAndDeregisterFreesEverything) {
 
 TEST_F(CoordinatorTest, BadCommitsAreRefused) {
   auto c = Make(2, 5);
-  const uint64_t w = c->Register("w");
+  const uint64_t w = *c->Register("w");
   EXPECT_EQ(c->Commit(w, 0, 5).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(c->Commit(w, 7, 0).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(c->Commit(w, 1, 0).status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(c->Progress().epochs(0).committed(), 0u);
 }
 
+// Found by a hostile client: commits and releases from workers that never
+// held the unit, or of units never leased, were accepted or miscounted.
+TEST_F(CoordinatorTest, OnlyALesseeMayCommitOrReleaseAUnit) {
+  auto c = Make(1, 4);
+  const uint64_t holder = *c->Register("holder"), other = *c->Register("other");
+  auto g = c->Acquire(holder);
+  ASSERT_EQ(g->outcome, WorkUnitDispatcher::Outcome::kUnit);
+  const uint64_t never_registered = 999'999;
+  EXPECT_EQ(c->Commit(never_registered, g->epoch, g->index).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(c->Commit(other, g->epoch, g->index).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(c->Release(other, g->epoch, g->index).code(), absl::StatusCode::kPermissionDenied);
+  // A unit nobody leased yet: no false duplicate, no counter moves.
+  const uint64_t untouched = (g->index + 1) % 4;
+  EXPECT_EQ(c->Commit(holder, 0, untouched).status().code(), absl::StatusCode::kFailedPrecondition);
+  v1::ProgressResponse p = c->Progress();
+  EXPECT_EQ(p.epochs(0).committed(), 0u);
+  EXPECT_EQ(p.epochs(0).duplicated(), 0u);
+  EXPECT_EQ(p.epochs(0).leased(), 1u);
+  // The holder's own commit works, late too: a retry is a duplicate.
+  EXPECT_FALSE(*c->Commit(holder, g->epoch, g->index));
+  EXPECT_TRUE(*c->Commit(holder, g->epoch, g->index));
+  EXPECT_EQ(c->Deregister(never_registered).code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(CoordinatorTest, RegistrationsAreCapped) {
+  CoordinatorOptions options;
+  options.dispatch.num_epochs = 1;
+  options.dispatch.units_per_epoch = 4;
+  options.max_workers = 2;
+  auto c = *Coordinator::Create(options, [this] { return now_; });
+  ASSERT_TRUE(c->Register("a").ok());
+  ASSERT_TRUE(c->Register("b").ok());
+  EXPECT_EQ(c->Register("c").status().code(), absl::StatusCode::kResourceExhausted);
+}
+
 TEST_F(CoordinatorTest, ProgressSurvivesExportAndImport) {
   auto c = Make(2, 6);
-  const uint64_t w = c->Register("w");
+  const uint64_t w = *c->Register("w");
   for (int i = 0; i < 8; ++i) {  // Epoch 0 done, 2 units of epoch 1.
     auto g = c->Acquire(w);
     ASSERT_TRUE(c->Commit(w, g->epoch, g->index).ok());
@@ -159,7 +197,7 @@ TEST_F(CoordinatorTest, ProgressSurvivesExportAndImport) {
   EXPECT_EQ(p.current_epoch(), 1u);
   EXPECT_EQ(p.epochs(0).committed(), 6u);
   EXPECT_EQ(p.epochs(1).committed(), 2u);
-  const uint64_t v = restored->Register("v");
+  const uint64_t v = *restored->Register("v");
   std::set<uint64_t> remaining;
   for (int i = 0; i < 4; ++i) {
     auto g = restored->Acquire(v);
@@ -176,7 +214,7 @@ TEST_F(CoordinatorTest, ProgressSurvivesExportAndImport) {
 
 TEST_F(CoordinatorTest, SspHoldsTheFastestWithinTheBoundOfTheSlowest) {
   auto c = Make(1, 1000, Consistency{v1::CONSISTENCY_SSP, 2});
-  const uint64_t fast = c->Register("fast"), slow = c->Register("slow");
+  const uint64_t fast = *c->Register("fast"), slow = *c->Register("slow");
   auto take = [&](uint64_t w) {
     auto g = c->Acquire(w);
     EXPECT_TRUE(g.ok());
@@ -191,7 +229,7 @@ TEST_F(CoordinatorTest, SspHoldsTheFastestWithinTheBoundOfTheSlowest) {
   EXPECT_EQ(take(fast), WorkUnitDispatcher::Outcome::kUnit);
   EXPECT_EQ(take(fast), WorkUnitDispatcher::Outcome::kWait);
   // A newcomer starts at the slowest clock and does not hold anyone back.
-  const uint64_t late = c->Register("late");
+  const uint64_t late = *c->Register("late");
   EXPECT_EQ(take(late), WorkUnitDispatcher::Outcome::kUnit);
   // The slow worker dies: its lease expires and it leaves the clock.
   for (int i = 0; i < 3; ++i) {

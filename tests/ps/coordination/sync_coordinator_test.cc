@@ -47,7 +47,7 @@ class SyncCoordinatorTest : public ::testing::Test {
 
 TEST_F(SyncCoordinatorTest, RoundClosesOnlyOnceEveryLiveWorkerContributed) {
   auto c = Make(1, 10);
-  const uint64_t a = c->Register("a"), b = c->Register("b"), w = c->Register("w");
+  const uint64_t a = *c->Register("a"), b = *c->Register("b"), w = *c->Register("w");
   const auto ga = Train(*c, a);
   Train(*c, b);
   EXPECT_FALSE(c->AwaitClosedRound(absl::ZeroDuration()).has_value());  // w owes one.
@@ -74,7 +74,7 @@ TEST_F(SyncCoordinatorTest, RoundClosesOnlyOnceEveryLiveWorkerContributed) {
 
 TEST_F(SyncCoordinatorTest, ADeadWorkerLeavesTheRoundAndItsUnitIsReissued) {
   auto c = Make(1, 10);
-  const uint64_t a = c->Register("a"), dead = c->Register("dead");
+  const uint64_t a = *c->Register("a"), dead = *c->Register("dead");
   auto held = c->Acquire(dead);
   ASSERT_EQ(held->outcome, Outcome::kUnit);
   Train(*c, a);
@@ -105,10 +105,10 @@ TEST_F(SyncCoordinatorTest, ADeadWorkerLeavesTheRoundAndItsUnitIsReissued) {
 
 TEST_F(SyncCoordinatorTest, AGradientThatLandedStaysWhenItsWorkerLeaves) {
   auto c = Make(1, 10);
-  const uint64_t a = c->Register("a"), b = c->Register("b");
+  const uint64_t a = *c->Register("a"), b = *c->Register("b");
   ASSERT_EQ(c->Acquire(b)->outcome, Outcome::kUnit);
   Train(*c, a);
-  c->Deregister(a);  // Drained after its push and commit.
+  EXPECT_TRUE(c->Deregister(a).ok());  // Drained after its push and commit.
   EXPECT_FALSE(c->AwaitClosedRound(absl::ZeroDuration()).has_value());  // b still owes.
   auto g = c->Acquire(b);  // A retried Acquire gets the same unit back.
   EXPECT_TRUE(c->Commit(b, g->epoch, g->index, "pb").ok());
@@ -123,9 +123,9 @@ TEST_F(SyncCoordinatorTest, AGradientThatLandedStaysWhenItsWorkerLeaves) {
 
 TEST_F(SyncCoordinatorTest, ANewcomerJoinsTheOpenRound) {
   auto c = Make(1, 10);
-  const uint64_t a = c->Register("a");
+  const uint64_t a = *c->Register("a");
   ASSERT_EQ(c->Acquire(a)->outcome, Outcome::kUnit);
-  const uint64_t late = c->Register("late");
+  const uint64_t late = *c->Register("late");
   auto g = c->Acquire(a);
   ASSERT_TRUE(c->Commit(a, g->epoch, g->index, "pa").ok());
   EXPECT_FALSE(c->AwaitClosedRound(absl::ZeroDuration()).has_value());  // `late` owes one.
@@ -137,7 +137,7 @@ TEST_F(SyncCoordinatorTest, ANewcomerJoinsTheOpenRound) {
 
 TEST_F(SyncCoordinatorTest, TheLastUnitsOfAnEpochMakeASmallerRound) {
   auto c = Make(2, 3);
-  const uint64_t a = c->Register("a"), b = c->Register("b");
+  const uint64_t a = *c->Register("a"), b = *c->Register("b");
   Train(*c, a);
   Train(*c, b);
   c->FinishRound(c->AwaitClosedRound(absl::ZeroDuration())->number, true);
@@ -154,7 +154,7 @@ TEST_F(SyncCoordinatorTest, TheLastUnitsOfAnEpochMakeASmallerRound) {
 
 TEST_F(SyncCoordinatorTest, AnAbandonedRoundsUnitsAreTrainedAgain) {
   auto c = Make(1, 4);
-  const uint64_t a = c->Register("a"), b = c->Register("b");
+  const uint64_t a = *c->Register("a"), b = *c->Register("b");
   std::set<uint64_t> first = {Train(*c, a).index, Train(*c, b).index};
   auto closed = c->AwaitClosedRound(absl::ZeroDuration());
   c->FinishRound(closed->number, /*applied=*/false);  // A shard lost the gradients.
@@ -170,7 +170,7 @@ TEST_F(SyncCoordinatorTest, AnAbandonedRoundsUnitsAreTrainedAgain) {
 
 TEST_F(SyncCoordinatorTest, BadCommitsChangeNothing) {
   auto c = Make(1, 4);
-  const uint64_t a = c->Register("a"), b = c->Register("b");
+  const uint64_t a = *c->Register("a"), b = *c->Register("b");
   auto g = c->Acquire(a);
   EXPECT_EQ(c->Commit(a, g->epoch, g->index, "").status().code(),
             absl::StatusCode::kInvalidArgument);
@@ -178,18 +178,19 @@ TEST_F(SyncCoordinatorTest, BadCommitsChangeNothing) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(c->Commit(a, 0, 4, "p").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(c->Commit(b, g->epoch, g->index, "p").status().code(),
-            absl::StatusCode::kAborted);  // Not b's unit.
-  c->Release(b, g->epoch, g->index);      // Not b's to give back either.
+            absl::StatusCode::kPermissionDenied);  // Not b's unit.
+  EXPECT_EQ(c->Release(b, g->epoch, g->index).code(),
+            absl::StatusCode::kPermissionDenied);  // Not b's to give back either.
   EXPECT_EQ(c->Progress().sync_round_contributions(), 0u);
   EXPECT_EQ(c->Progress().epochs(0).reissued(), 0u);
   // A drained worker gives its unit back and may take one again.
-  c->Release(a, g->epoch, g->index);
+  EXPECT_TRUE(c->Release(a, g->epoch, g->index).ok());
   EXPECT_EQ(c->Acquire(a)->index, g->index);
 }
 
 TEST_F(SyncCoordinatorTest, RollbackAbandonsTheOpenRound) {
   auto c = Make(1, 6);
-  const uint64_t a = c->Register("a");
+  const uint64_t a = *c->Register("a");
   const std::string saved = c->ExportProgress();
   Train(*c, a);
   auto closed = c->AwaitClosedRound(absl::ZeroDuration());
@@ -204,7 +205,7 @@ TEST_F(SyncCoordinatorTest, RollbackAbandonsTheOpenRound) {
 
 TEST_F(SyncCoordinatorTest, AWaitingAcquireReturnsAsSoonAsTheNextRoundOpens) {
   auto c = Make(1, 10, /*wait=*/absl::Seconds(20));
-  const uint64_t a = c->Register("a");
+  const uint64_t a = *c->Register("a");
   Train(*c, a);
   auto closed = c->AwaitClosedRound(absl::ZeroDuration());
   ASSERT_TRUE(closed.has_value());
@@ -228,7 +229,7 @@ TEST_F(SyncCoordinatorTest, RandomMembershipChurnLosesAndDoublesNothing) {
   for (uint32_t seed = 1; seed <= 20; ++seed) {
     std::mt19937 rng(seed);
     auto c = Make(3, 17);
-    std::vector<uint64_t> workers = {c->Register("w0"), c->Register("w1"), c->Register("w2")};
+    std::vector<uint64_t> workers = {*c->Register("w0"), *c->Register("w1"), *c->Register("w2")};
     std::multiset<std::pair<uint32_t, uint64_t>> applied;  // (epoch, index) of applied units.
     std::map<uint64_t, WorkUnitDispatcher::Grant> held;    // By worker.
     std::map<std::string, std::pair<uint32_t, uint64_t>> pushes;
@@ -241,14 +242,14 @@ TEST_F(SyncCoordinatorTest, RandomMembershipChurnLosesAndDoublesNothing) {
         held.erase(workers[i]);
         workers.erase(workers.begin() + static_cast<long>(i));
       } else if (action < 5) {  // A worker joins.
-        workers.push_back(c->Register("joiner"));
+        workers.push_back(*c->Register("joiner"));
       } else if (action < 7 && workers.size() > 1) {  // A drain: give back, leave.
         const size_t i = rng() % workers.size();
         if (auto it = held.find(workers[i]); it != held.end()) {
-          c->Release(workers[i], it->second.epoch, it->second.index);
+          c->Release(workers[i], it->second.epoch, it->second.index).IgnoreError();
           held.erase(it);
         }
-        c->Deregister(workers[i]);
+        c->Deregister(workers[i]).IgnoreError();
         workers.erase(workers.begin() + static_cast<long>(i));
       } else {
         const uint64_t w = workers[rng() % workers.size()];
