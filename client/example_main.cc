@@ -6,9 +6,9 @@
 #include <cstdio>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
 #include "client/cluster.h"
+#include "common/command_line.h"
 #include "common/exit_status.h"
 #include "common/log.h"
 
@@ -31,7 +31,7 @@ using spotps::UsageError;
 
 int main(int argc, char** argv) {
   spotps::SetLogProgramName("spotps-client-example");
-  absl::ParseCommandLine(argc, argv);
+  spotps::ParseFlagsOrExit(argc, argv);
   auto cluster = spotps::Cluster::Connect(absl::GetFlag(FLAGS_ps));
   if (!cluster.ok()) return RuntimeError(cluster.status());
   if (auto s = (*cluster)->WaitForLayout(absl::Seconds(absl::GetFlag(FLAGS_wait_s))); !s.ok()) {

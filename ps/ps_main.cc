@@ -15,12 +15,12 @@
 #include <thread>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "common/atomic_file.h"
+#include "common/command_line.h"
 #include "common/exit_status.h"
 #include "common/log.h"
 #include "common/transport_args.h"
@@ -192,7 +192,7 @@ int main(int argc, char** argv) {
   const absl::Time process_start = absl::Now();
   spotps::SetLogProgramName("spotps-ps");
   absl::SetProgramUsageMessage("spotps parameter-server shard");
-  absl::ParseCommandLine(argc, argv);
+  spotps::ParseFlagsOrExit(argc, argv);
   spotps::TuneAllocatorForBulkTransfers();
   absl::StatusOr<spotps::ShardOptions> options = OptionsFromFlags();
   if (!options.ok()) return UsageError(options.status());

@@ -7,10 +7,10 @@
 #include <cstdio>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_split.h"
 #include "client/cluster.h"
+#include "common/command_line.h"
 #include "common/exit_status.h"
 #include "common/log.h"
 #include "common/transport_args.h"
@@ -31,7 +31,6 @@ ABSL_FLAG(int64_t, tokens, 160, "Tokens to generate per prompt.");
 ABSL_FLAG(double, temperature, 0.8, "Sampling temperature; 0: greedy.");
 ABSL_FLAG(int64_t, top_k, 40, "Sample among the k likeliest tokens; 0: all.");
 ABSL_FLAG(uint64_t, seed, 7, "Sampling seed.");
-ABSL_FLAG(std::string, dtype, "bf16", "Compute precision for evaluation and sampling.");
 ABSL_FLAG(double, wait_s, 30, "Seconds to wait for the model to be initialised.");
 
 namespace {
@@ -44,13 +43,12 @@ using spotps::UsageError;
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("sample text from the weights a spotps cluster holds");
   spotps::SetLogProgramName("spotps-generate");
-  absl::ParseCommandLine(argc, argv);
+  spotps::ParseFlagsOrExit(argc, argv);
   spotps::TuneAllocatorForBulkTransfers();
-  absl::StatusOr<spotps::ComputeDType> dtype =
-      spotps::ParseComputeDType(absl::GetFlag(FLAGS_dtype));
-  if (!dtype.ok()) return UsageError(dtype.status());
-  absl::StatusOr<spotps::ComputeRuntimeInfo> runtime =
-      spotps::ConfigureComputeRuntime(spotps::ComputeRuntimeOptionsFromFlags(*dtype));
+  absl::StatusOr<spotps::ComputeRuntimeOptions> compute = spotps::ComputeRuntimeOptionsFromFlags();
+  if (!compute.ok()) return UsageError(compute.status());
+  const spotps::ComputeDType dtype = compute->dtype;
+  absl::StatusOr<spotps::ComputeRuntimeInfo> runtime = spotps::ConfigureComputeRuntime(*compute);
   if (!runtime.ok()) return RuntimeError(runtime.status());
   absl::StatusOr<spotps::GptConfig> config = spotps::GptConfigFromFlags();
   if (!config.ok()) return UsageError(config.status());
@@ -74,7 +72,7 @@ int main(int argc, char** argv) {
     if (!data.ok()) return RuntimeError(data.status());
     auto loss = spotps::ValidationLoss(*model, *data, absl::GetFlag(FLAGS_batch),
                                        absl::GetFlag(FLAGS_seq_len),
-                                       absl::GetFlag(FLAGS_eval_batches), *dtype);
+                                       absl::GetFlag(FLAGS_eval_batches), dtype);
     if (!loss.ok()) return RuntimeError(loss.status());
     std::printf("eval: val_loss=%.4f\n", *loss);
   }
@@ -82,7 +80,7 @@ int main(int argc, char** argv) {
   options.max_new_tokens = absl::GetFlag(FLAGS_tokens);
   options.temperature = absl::GetFlag(FLAGS_temperature);
   options.top_k = absl::GetFlag(FLAGS_top_k);
-  options.dtype = *dtype;
+  options.dtype = dtype;
   options.seed = absl::GetFlag(FLAGS_seed);
   for (absl::string_view prompt : absl::StrSplit(absl::GetFlag(FLAGS_prompts), '|')) {
     options.seed += 1;  // Each prompt gets its own sample stream.

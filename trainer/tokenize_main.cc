@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "common/command_line.h"
 #include "common/exit_status.h"
 #include "common/log.h"
 #include "trainer/data/byte_tokenizer.h"
@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
       "Tokenizes text files (byte-level) into a spotps token file.\n"
       "  spotps-tokenize --input=a.txt,b.txt --output=corpus.tokens");
   spotps::SetLogProgramName("spotps-tokenize");
-  absl::ParseCommandLine(argc, argv);
+  spotps::ParseFlagsOrExit(argc, argv);
   const absl::Status status = spotps::Tokenize(
       absl::GetFlag(FLAGS_input), absl::GetFlag(FLAGS_output), absl::GetFlag(FLAGS_val_fraction));
   if (!status.ok()) return spotps::RuntimeError(status);

@@ -13,12 +13,12 @@
 #include <thread>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/cluster.h"
 #include "client/coordinator_client.h"
+#include "common/command_line.h"
 #include "common/exit_status.h"
 #include "common/log.h"
 #include "common/transport_args.h"
@@ -31,7 +31,6 @@
 
 ABSL_FLAG(std::string, ps, "127.0.0.1:7000", "Shard addresses host:port,... in shard order.");
 ABSL_FLAG(std::string, data, "", "Token file made by spotps-tokenize.");
-ABSL_FLAG(std::string, dtype, "bf16", "Compute precision: bf16 or fp32.");
 ABSL_FLAG(int64_t, batch, 8, "Sequences per step.");
 ABSL_FLAG(int64_t, seq_len, 128, "Tokens per sequence.");
 ABSL_FLAG(int64_t, steps, 0, "Steps to train; 0: until --epochs or --max_seconds.");
@@ -80,12 +79,10 @@ absl::StatusOr<std::unique_ptr<spotps::CoordinatorClient>> CoordinatorFromFlags(
 }
 
 absl::StatusOr<spotps::TrainingOptions> OptionsFromFlags(const spotps::TokenDataset& data,
+                                                         spotps::ComputeDType dtype,
                                                          bool coordinated) {
   spotps::TrainingOptions o;
-  absl::StatusOr<spotps::ComputeDType> dtype =
-      spotps::ParseComputeDType(absl::GetFlag(FLAGS_dtype));
-  if (!dtype.ok()) return dtype.status();
-  o.dtype = *dtype;
+  o.dtype = dtype;
   o.batch_size = absl::GetFlag(FLAGS_batch);
   o.seq_len = absl::GetFlag(FLAGS_seq_len);
   o.max_steps = absl::GetFlag(FLAGS_steps);
@@ -115,7 +112,7 @@ int main(int argc, char** argv) {
   const absl::Time process_start = absl::Now();
   absl::SetProgramUsageMessage("spotps training worker");
   spotps::SetLogProgramName("spotps-trainer");
-  absl::ParseCommandLine(argc, argv);
+  spotps::ParseFlagsOrExit(argc, argv);
   // Signals are handled from the first moment: a trainer preempted while it
   // is still loading exits 0 like any other.
   std::unique_ptr<spotps::WorkerMembership> membership;
@@ -123,11 +120,9 @@ int main(int argc, char** argv) {
     if (membership != nullptr) membership->Leave();
   });
   spotps::TuneAllocatorForBulkTransfers();
-  absl::StatusOr<spotps::ComputeDType> dtype =
-      spotps::ParseComputeDType(absl::GetFlag(FLAGS_dtype));
-  if (!dtype.ok()) return UsageError(dtype.status());
-  absl::StatusOr<spotps::ComputeRuntimeInfo> runtime =
-      spotps::ConfigureComputeRuntime(spotps::ComputeRuntimeOptionsFromFlags(*dtype));
+  absl::StatusOr<spotps::ComputeRuntimeOptions> compute = spotps::ComputeRuntimeOptionsFromFlags();
+  if (!compute.ok()) return UsageError(compute.status());
+  absl::StatusOr<spotps::ComputeRuntimeInfo> runtime = spotps::ConfigureComputeRuntime(*compute);
   if (!runtime.ok()) return RuntimeError(runtime.status());
   std::printf("%s\n", spotps::RuntimeLine(*runtime).c_str());
   std::fflush(stdout);
@@ -139,7 +134,7 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<spotps::CoordinatorClient>> coordinator = CoordinatorFromFlags();
   if (!coordinator.ok()) return UsageError(coordinator.status());
   absl::StatusOr<spotps::TrainingOptions> options =
-      OptionsFromFlags(*data, *coordinator != nullptr);
+      OptionsFromFlags(*data, compute->dtype, *coordinator != nullptr);
   if (options.ok()) options->process_start = process_start;
   if (!options.ok()) return UsageError(options.status());
   absl::StatusOr<spotps::GptConfig> config = spotps::GptConfigFromFlags();

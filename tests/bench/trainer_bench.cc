@@ -9,10 +9,10 @@
 #include <cstdio>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "client/cluster.h"
 #include "common/atomic_file.h"
+#include "common/command_line.h"
 #include "common/transport_args.h"
 #include "tests/support/child_process.h"
 #include "trainer/data/byte_tokenizer.h"
@@ -176,7 +176,7 @@ int Run() {
 }  // namespace spotps
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+  spotps::ParseFlagsOrExit(argc, argv);
   spotps::TuneAllocatorForBulkTransfers();
   return spotps::Run();
 }

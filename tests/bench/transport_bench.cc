@@ -26,11 +26,11 @@
 #include <thread>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "client/cluster.h"
+#include "common/command_line.h"
 #include "common/tensor_codec.h"
 #include "common/transport_args.h"
 #include "ps/store/shard_store.h"
@@ -308,7 +308,7 @@ int Run() {
 }  // namespace spotps
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+  spotps::ParseFlagsOrExit(argc, argv);
   spotps::TuneAllocatorForBulkTransfers();
   return spotps::Run();
 }

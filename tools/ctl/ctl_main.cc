@@ -31,10 +31,11 @@
 #include "absl/time/time.h"
 #include "client/cluster.h"
 #include "client/coordinator_client.h"
+#include "common/command_line.h"
 #include "common/exit_status.h"
 #include "common/log.h"
 #include "tools/ctl/cluster_status.h"
-#include "tools/ctl/ctl_args.h"
+#include "tools/ctl/ctl_usage.h"
 #include "tools/ctl/status_format.h"
 
 ABSL_FLAG(std::string, ps, "", "Shard addresses host:port,... in shard order (required).");
@@ -194,7 +195,7 @@ int Run(int argc, char** argv) {
     std::fputs(Usage(kFlagNames).c_str(), stdout);
     return 0;
   }
-  absl::StatusOr<std::vector<std::string>> args = ParseArgs(argc, argv);
+  absl::StatusOr<std::vector<std::string>> args = ParseFlags(argc, argv);
   if (!args.ok()) return BadUsage(args.status().message());
   if (args->size() != 1) {
     return BadUsage(args->empty()

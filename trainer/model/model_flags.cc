@@ -9,6 +9,7 @@ ABSL_FLAG(int64_t, d_model, 0, "Override the preset's width.");
 ABSL_FLAG(int64_t, context_len, 0, "Override the preset's context length.");
 ABSL_FLAG(int64_t, vocab_size, 0, "Override the preset's vocabulary size.");
 ABSL_FLAG(int, threads, 0, "Intra-op threads; 0: one per physical core.");
+ABSL_FLAG(std::string, dtype, "bf16", "Compute precision: bf16 or fp32.");
 
 namespace spotps {
 
@@ -27,10 +28,12 @@ absl::StatusOr<GptConfig> GptConfigFromFlags() {
   return config;
 }
 
-ComputeRuntimeOptions ComputeRuntimeOptionsFromFlags(ComputeDType dtype) {
+absl::StatusOr<ComputeRuntimeOptions> ComputeRuntimeOptionsFromFlags() {
+  absl::StatusOr<ComputeDType> dtype = ParseComputeDType(absl::GetFlag(FLAGS_dtype));
+  if (!dtype.ok()) return dtype.status();
   ComputeRuntimeOptions options;
   options.threads = absl::GetFlag(FLAGS_threads);
-  options.dtype = dtype;
+  options.dtype = *dtype;
   return options;
 }
 

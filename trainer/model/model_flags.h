@@ -19,8 +19,9 @@ namespace spotps {
 // --context_len and --vocab_size applied on top (0 keeps the preset's).
 absl::StatusOr<GptConfig> GptConfigFromFlags();
 
-// --threads and the given precision, for ConfigureComputeRuntime().
-ComputeRuntimeOptions ComputeRuntimeOptionsFromFlags(ComputeDType dtype);
+// --dtype and --threads, for ConfigureComputeRuntime(). INVALID_ARGUMENT
+// for a --dtype other than bf16 or fp32.
+absl::StatusOr<ComputeRuntimeOptions> ComputeRuntimeOptionsFromFlags();
 
 }  // namespace spotps
 

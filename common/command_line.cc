@@ -1,21 +1,19 @@
-#include "tools/ctl/ctl_args.h"
+#include "common/command_line.h"
 
 #include <algorithm>
-#include <cmath>
-#include <cstdint>
-#include <memory>
+#include <cstdio>
+#include <cstdlib>
 #include <optional>
-#include <string>
-#include <vector>
+#include <utility>
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/reflection.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "absl/time/clock.h"
+#include "common/exit_status.h"
 
 namespace spotps {
 namespace {
@@ -62,28 +60,25 @@ absl::Status ApplyFlag(absl::string_view arg, int argc, char** argv, int* next_a
   return absl::OkStatus();
 }
 
-}  // namespace
-
-std::string Usage(absl::Span<const absl::string_view> flag_names) {
-  std::string text =
-      "usage: spotps-ctl --ps=host:port,... <command> [flags]\n"
-      "\n"
-      "commands:\n"
-      "  status      every shard in one table, the push rate, and the epochs and\n"
-      "              live workers of the coordinator shard 0 hosts (if any)\n"
-      "  checkpoint  asks shard 0's coordinator for a checkpoint round now\n"
-      "  wait-done   waits until every epoch's work units are committed\n"
-      "\n"
-      "flags:\n";
-  for (absl::string_view name : flag_names) {
-    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
-    absl::StrAppendFormat(&text, "  %-24s %s\n",
-                          absl::StrCat("--", name, "=", flag->DefaultValue()), flag->Help());
+// absl::ProgramUsageMessage(), then every flag this program defines (not
+// absl's own), sorted, with its default and help.
+std::string HelpText() {
+  std::vector<const absl::CommandLineFlag*> flags;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (!absl::StrContains(flag->Filename(), "absl/")) flags.push_back(flag);
   }
-  absl::StrAppend(&text,
-                  "\nexit status: 0 success, 1 the cluster failed or refused, 2 bad usage\n");
+  std::sort(flags.begin(), flags.end(),
+            [](const auto* a, const auto* b) { return a->Name() < b->Name(); });
+  std::string text = absl::StrCat(absl::ProgramUsageMessage(), "\n\nflags:\n");
+  for (const absl::CommandLineFlag* flag : flags) {
+    absl::StrAppend(&text, "  --", flag->Name(), "=", flag->DefaultValue(), "\n      ",
+                    flag->Help(), "\n");
+  }
+  absl::StrAppend(&text, "\nexit status: 0 success, 1 runtime failure, 2 bad usage\n");
   return text;
 }
+
+}  // namespace
 
 bool WantsHelp(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
@@ -95,7 +90,7 @@ bool WantsHelp(int argc, char** argv) {
 
 // Applies the flags and returns the other arguments. Not absl::ParseCommandLine:
 // it exits 1 on a bad flag, and a bad flag is a usage error (2) here.
-absl::StatusOr<std::vector<std::string>> ParseArgs(int argc, char** argv) {
+absl::StatusOr<std::vector<std::string>> ParseFlags(int argc, char** argv) {
   std::vector<std::string> positional;
   int i = 1;
   while (i < argc) {
@@ -111,6 +106,19 @@ absl::StatusOr<std::vector<std::string>> ParseArgs(int argc, char** argv) {
     if (absl::Status s = ApplyFlag(arg, argc, argv, &i); !s.ok()) return s;
   }
   return positional;
+}
+
+void ParseFlagsOrExit(int argc, char** argv) {
+  if (WantsHelp(argc, argv)) {
+    std::fputs(HelpText().c_str(), stdout);
+    std::exit(kExitSuccess);
+  }
+  absl::StatusOr<std::vector<std::string>> positional = ParseFlags(argc, argv);
+  if (positional.ok() && !positional->empty()) {
+    positional = absl::InvalidArgumentError(absl::StrCat(
+        "unexpected argument '", positional->front(), "' (this program takes flags only)"));
+  }
+  if (!positional.ok()) std::exit(UsageError(positional.status()));
 }
 
 }  // namespace spotps
