@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/flags/commandlineflag.h"
+#include "absl/flags/flag.h"
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/match.h"
@@ -14,6 +15,12 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/exit_status.h"
+#include "common/log.h"
+
+ABSL_FLAG(bool, check_flags, false,
+          "Validate the flags as for a start, then exit 0 (2 if they are wrong) without touching "
+          "files, ports or peers.");
+ABSL_FLAG(bool, version, false, "Print the version and exit 0.");
 
 namespace spotps {
 namespace {
@@ -114,11 +121,20 @@ void ParseFlagsOrExit(int argc, char** argv) {
     std::exit(kExitSuccess);
   }
   absl::StatusOr<std::vector<std::string>> positional = ParseFlags(argc, argv);
+  if (positional.ok() && PrintVersionIfAsked()) std::exit(kExitSuccess);
   if (positional.ok() && !positional->empty()) {
     positional = absl::InvalidArgumentError(absl::StrCat(
         "unexpected argument '", positional->front(), "' (this program takes flags only)"));
   }
   if (!positional.ok()) std::exit(UsageError(positional.status()));
 }
+
+bool PrintVersionIfAsked() {
+  if (!absl::GetFlag(FLAGS_version)) return false;
+  std::printf("%s %s\n", LogProgramName().c_str(), SPOTPS_VERSION);
+  return true;
+}
+
+bool CheckFlagsOnly() { return absl::GetFlag(FLAGS_check_flags); }
 
 }  // namespace spotps

@@ -19,9 +19,18 @@ bool WantsHelp(int argc, char** argv);
 // value the flag cannot parse.
 absl::StatusOr<std::vector<std::string>> ParseFlags(int argc, char** argv);
 
-// For binaries that take flags only: --help prints absl's usage text and
-// exits 0; a bad flag or any positional argument is logged and exits 2.
+// For binaries that take flags only: --help prints the program's flags and
+// --version its version, and both exit 0; a bad flag or any positional
+// argument is logged and exits 2.
 void ParseFlagsOrExit(int argc, char** argv);
+
+// Under --version: prints "<program> <version>" and returns true.
+bool PrintVersionIfAsked();
+
+// True under --check_flags: the program validates its flags as it would to
+// start, then exits 0 (or 2) before it touches files, ports or peers, so
+// that deployment manifests can be checked against the real binary.
+bool CheckFlagsOnly();
 
 }  // namespace spotps
 

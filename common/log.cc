@@ -33,6 +33,11 @@ void SetLogProgramName(absl::string_view name) {
   program_name = new std::string(name);
 }
 
+std::string LogProgramName() {
+  absl::MutexLock lock(&name_mu);
+  return program_name == nullptr ? "spotps" : *program_name;
+}
+
 void LogInfo(absl::string_view message) { WriteLine(stdout, message); }
 
 void LogWarning(absl::string_view message) { WriteLine(stderr, message); }

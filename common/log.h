@@ -4,6 +4,7 @@
 #ifndef SPOTPS_COMMON_LOG_H_
 #define SPOTPS_COMMON_LOG_H_
 
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -13,6 +14,7 @@ namespace spotps {
 
 // Names the program in every line; main() calls it first. Default "spotps".
 void SetLogProgramName(absl::string_view name);
+std::string LogProgramName();
 
 // Progress and events, on stdout (flushed, so piped logs stay current).
 void LogInfo(absl::string_view message);

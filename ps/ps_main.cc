@@ -203,12 +203,18 @@ int main(int argc, char** argv) {
       CoordinatorFromFlags(options->shard_index);
   if (!coordinator.ok()) return UsageError(coordinator.status());
 
+  absl::StatusOr<std::unique_ptr<spotps::PeerShards>> peers =
+      PeersFromFlags(*options, !absl::GetFlag(FLAGS_checkpoint_dir).empty());
+  if (!peers.ok()) return UsageError(peers.status());
+  if (options->sync_rounds && options->shard_index == 0 && *coordinator == nullptr) {
+    return UsageError(absl::InvalidArgumentError(
+        "--consistency=sync needs shard 0 to coordinate (--epochs): rounds close there"));
+  }
+  if (spotps::CheckFlagsOnly()) return spotps::kExitSuccess;
+
   absl::StatusOr<std::unique_ptr<spotps::ShardCheckpointer>> checkpointer =
       RestoreFromFlags(store->get(), coordinator->get());
   if (!checkpointer.ok()) return RuntimeError(checkpointer.status());
-  absl::StatusOr<std::unique_ptr<spotps::PeerShards>> peers =
-      PeersFromFlags(*options, *checkpointer != nullptr);
-  if (!peers.ok()) return UsageError(peers.status());
   std::unique_ptr<spotps::CheckpointRoundDriver> rounds;
   if (*checkpointer != nullptr && options->shard_index == 0) {
     spotps::CheckpointRoundOptions round_options;
@@ -218,10 +224,6 @@ int main(int argc, char** argv) {
   }
   std::unique_ptr<spotps::SyncRoundDriver> sync_rounds;
   if (options->sync_rounds && options->shard_index == 0) {
-    if (*coordinator == nullptr) {
-      return UsageError(absl::InvalidArgumentError(
-          "--consistency=sync needs shard 0 to coordinate (--epochs): rounds close there"));
-    }
     sync_rounds =
         std::make_unique<spotps::SyncRoundDriver>(store->get(), coordinator->get(), peers->get());
   }

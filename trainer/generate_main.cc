@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
   if (!runtime.ok()) return RuntimeError(runtime.status());
   absl::StatusOr<spotps::GptConfig> config = spotps::GptConfigFromFlags();
   if (!config.ok()) return UsageError(config.status());
+  if (spotps::CheckFlagsOnly()) return spotps::kExitSuccess;
   absl::StatusOr<spotps::GptModel> model = spotps::CreateGptModel(*config, 0);
   if (!model.ok()) return RuntimeError(model.status());
   absl::StatusOr<spotps::ParameterBinding> binding = spotps::ParameterBinding::Create(**model);

@@ -71,6 +71,10 @@ int main(int argc, char** argv) {
       "  spotps-tokenize --input=a.txt,b.txt --output=corpus.tokens");
   spotps::SetLogProgramName("spotps-tokenize");
   spotps::ParseFlagsOrExit(argc, argv);
+  if (absl::GetFlag(FLAGS_input).empty() || absl::GetFlag(FLAGS_output).empty()) {
+    return spotps::UsageError(absl::InvalidArgumentError("--input and --output are required"));
+  }
+  if (spotps::CheckFlagsOnly()) return spotps::kExitSuccess;
   const absl::Status status = spotps::Tokenize(
       absl::GetFlag(FLAGS_input), absl::GetFlag(FLAGS_output), absl::GetFlag(FLAGS_val_fraction));
   if (!status.ok()) return spotps::RuntimeError(status);

@@ -71,7 +71,7 @@ absl::StatusOr<std::unique_ptr<spotps::CoordinatorClient>> CoordinatorFromFlags(
     address = ps.substr(0, ps.find(','));  // Shard 0 hosts the coordinator.
   }
   auto client = spotps::CoordinatorClient::Connect(address);
-  if (!client.ok()) return client.status();
+  if (!client.ok() || spotps::CheckFlagsOnly()) return client;  // No probe when checking.
   absl::StatusOr<spotps::v1::ProgressResponse> probe = (*client)->Progress();
   if (probe.ok()) return client;
   if (optional && absl::IsUnimplemented(probe.status())) return nullptr;
@@ -129,16 +129,20 @@ int main(int argc, char** argv) {
 
   if (absl::GetFlag(FLAGS_data).empty())
     return UsageError(absl::InvalidArgumentError("--data is required"));
-  absl::StatusOr<spotps::TokenDataset> data = spotps::TokenDataset::Open(absl::GetFlag(FLAGS_data));
-  if (!data.ok()) return RuntimeError(data.status());
   absl::StatusOr<std::unique_ptr<spotps::CoordinatorClient>> coordinator = CoordinatorFromFlags();
   if (!coordinator.ok()) return UsageError(coordinator.status());
+  absl::StatusOr<spotps::GptConfig> config = spotps::GptConfigFromFlags();
+  if (!config.ok()) return UsageError(config.status());
+  if (absl::Status s = spotps::Cluster::Connect(absl::GetFlag(FLAGS_ps)).status(); !s.ok()) {
+    return UsageError(s);
+  }
+  if (spotps::CheckFlagsOnly()) return spotps::kExitSuccess;
+  absl::StatusOr<spotps::TokenDataset> data = spotps::TokenDataset::Open(absl::GetFlag(FLAGS_data));
+  if (!data.ok()) return RuntimeError(data.status());
   absl::StatusOr<spotps::TrainingOptions> options =
       OptionsFromFlags(*data, compute->dtype, *coordinator != nullptr);
   if (options.ok()) options->process_start = process_start;
   if (!options.ok()) return UsageError(options.status());
-  absl::StatusOr<spotps::GptConfig> config = spotps::GptConfigFromFlags();
-  if (!config.ok()) return UsageError(config.status());
   absl::StatusOr<spotps::GptModel> model =
       spotps::CreateGptModel(*config, absl::GetFlag(FLAGS_seed));
   if (!model.ok()) return RuntimeError(model.status());

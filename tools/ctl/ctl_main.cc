@@ -197,6 +197,7 @@ int Run(int argc, char** argv) {
   }
   absl::StatusOr<std::vector<std::string>> args = ParseFlags(argc, argv);
   if (!args.ok()) return BadUsage(args.status().message());
+  if (PrintVersionIfAsked()) return kExitSuccess;
   if (args->size() != 1) {
     return BadUsage(args->empty()
                         ? "no command given"

@@ -1,0 +1,90 @@
+// Every binary follows one command-line convention: --version and a valid
+// --check_flags exit 0 without starting anything; a bad flag value, an
+// unknown flag, a stray argument or flags that do not validate exit 2.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
+#include "tests/support/child_process.h"
+
+namespace spotps {
+namespace {
+
+using testing::BinaryPath;
+using testing::ChildProcess;
+using testing::TempDir;
+
+struct Outcome {
+  int exit_code = -1;
+  std::string output;
+};
+
+class ExitStatusTest : public ::testing::Test {
+ protected:
+  Outcome RunBinary(const std::string& name, const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {BinaryPath(name)};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const std::string log = absl::StrCat(dir_.path(), "/run", runs_++, ".log");
+    auto child = ChildProcess::Start(argv, log);
+    EXPECT_TRUE(child.ok()) << child.status();
+    Outcome r;
+    if (!child.ok()) return r;
+    absl::StatusOr<int> code = (*child)->Wait(absl::Seconds(120));
+    EXPECT_TRUE(code.ok()) << code.status();
+    r.exit_code = code.ok() ? *code : -1;
+    r.output = ReadFile(log).value_or("");
+    return r;
+  }
+
+  TempDir dir_;
+  int runs_ = 0;
+};
+
+TEST_F(ExitStatusTest, EveryBinaryPrintsItsVersion) {
+  for (const char* name :
+       {"spotps-ps", "spotps-trainer", "spotps-ctl", "spotps-tokenize", "spotps-generate"}) {
+    const Outcome r = RunBinary(name, {"--version"});
+    EXPECT_EQ(r.exit_code, 0) << name << ": " << r.output;
+    EXPECT_TRUE(absl::StartsWith(r.output, absl::StrCat(name, " "))) << r.output;
+  }
+}
+
+TEST_F(ExitStatusTest, CheckFlagsValidatesWithoutStarting) {
+  // A port nobody listens on: a shard that started would hold it.
+  const Outcome ps =
+      RunBinary("spotps-ps", {"--check_flags", "--listen=127.0.0.1:1", "--num_shards=2",
+                              "--shard_index=1", "--optimizer=adamw"});
+  EXPECT_EQ(ps.exit_code, 0) << ps.output;
+  const Outcome trainer = RunBinary(
+      "spotps-trainer", {"--check_flags", "--ps=shard-0.example:7000,shard-1.example:7000",
+                         "--data=/does/not/exist.tokens", "--model=small", "--dtype=fp32"});
+  EXPECT_EQ(trainer.exit_code, 0) << trainer.output;
+  EXPECT_EQ(RunBinary("spotps-tokenize", {"--check_flags", "--input=a", "--output=b"}).exit_code,
+            0);
+}
+
+TEST_F(ExitStatusTest, UsageErrorsExitTwo) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {"spotps-ps", {"--lr=abc"}},
+      {"spotps-ps", {"--no_such_flag=1"}},
+      {"spotps-ps", {"stray"}},
+      {"spotps-ps", {"--check_flags", "--num_shards=2", "--shard_index=2"}},
+      {"spotps-trainer", {"--check_flags", "--ps=a:1", "--data=x", "--model=huge"}},
+      {"spotps-trainer", {"--check_flags", "--ps=a:1", "--data=x", "--dtype=fp16"}},
+      {"spotps-trainer", {"--check_flags", "--ps=a:1"}},  // No --data.
+      {"spotps-tokenize", {"--check_flags", "--input=a"}},
+      {"spotps-ctl", {"--bogus", "status"}},
+  };
+  for (const auto& [name, args] : cases) {
+    const Outcome r = RunBinary(name, args);
+    EXPECT_EQ(r.exit_code, 2) << name << " " << args.front() << ": " << r.output;
+    EXPECT_TRUE(absl::StrContains(r.output, absl::StrCat(name, ": "))) << r.output;
+  }
+}
+
+}  // namespace
+}  // namespace spotps
