@@ -37,14 +37,15 @@ struct ChunkSource {
   uint64_t version;
 };
 
-// Streams `sources` as chunks of at most `message_bytes` payload each; the
-// first message also carries whatever `first` holds (the header). Returns
-// false when the stream broke (Finish() then says why).
+// Streams `sources` as chunks of at most `message_bytes` payload each (at
+// least kMinStreamMessageBytes, as shards require); the first message also
+// carries whatever `first` holds (the header). Returns false when the stream
+// broke (Finish() then says why).
 template <typename Request>
 bool WriteChunks(grpc::ClientWriter<Request>* writer, Request first,
                  const std::vector<ChunkSource>& sources, v1::DType dtype, int64_t message_bytes) {
   const int64_t width = static_cast<int64_t>(WireBytesPerElement(dtype));
-  const int64_t per_message = std::max<int64_t>(1, message_bytes / width);
+  const int64_t per_message = std::max(kMinStreamMessageBytes, message_bytes) / width;
   Request msg = std::move(first);
   int64_t pending = 0;
   bool header_sent = false;
@@ -488,6 +489,14 @@ absl::StatusOr<PushResult> Cluster::Impl::PushSpans(const std::vector<FlatSpan>&
       v1::PushRequest header;
       header.set_push_id(push_id);
       header.set_dtype(wire_dtype);
+      // The shard applies the push only if the stream carries exactly this.
+      std::map<uint32_t, int64_t> announced;
+      for (const ChunkSource& src : sources[i]) announced[src.partition_id] += src.num_elements;
+      for (const auto& [id, n] : announced) {
+        v1::PartitionCount* count = header.add_announced();
+        count->set_partition_id(id);
+        count->set_num_elements(static_cast<uint64_t>(n));
+      }
       WriteChunks(writer.get(), std::move(header), sources[i], wire_dtype, options_.message_bytes);
       return writer->Finish();
     });

@@ -52,7 +52,8 @@ namespace spotps {
 
 struct ClusterOptions {
   RetryPolicy retry;  // Deadline per attempt, attempts, backoff.
-  // Payload bytes per stream message (partitions are at most 4 MiB FP32).
+  // Payload bytes per stream message (partitions are at most 4 MiB FP32);
+  // below kMinStreamMessageBytes (64 KiB), that is used instead.
   int64_t message_bytes = int64_t{4} << 20;
   int64_t max_message_bytes = int64_t{64} << 20;
   // Pulls from one shard run over this many connections at once, so that

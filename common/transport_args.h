@@ -3,11 +3,17 @@
 #ifndef SPOTPS_COMMON_TRANSPORT_ARGS_H_
 #define SPOTPS_COMMON_TRANSPORT_ARGS_H_
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace spotps {
+
+// Every Init or Push stream message but the last carries at least this much
+// payload (protos/spotps/v1/parameter_server.proto), so that a shard can
+// bound a stream's message and chunk counts by the payload it may carry.
+inline constexpr int64_t kMinStreamMessageBytes = int64_t{64} << 10;
 
 // (name, value) pairs for grpc::ChannelArguments::SetInt and
 // grpc::ServerBuilder::AddChannelArgument.

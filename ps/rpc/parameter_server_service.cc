@@ -5,6 +5,7 @@
 #include "absl/strings/str_format.h"
 #include "common/grpc_status.h"
 #include "common/tensor_codec.h"
+#include "common/transport_args.h"
 
 namespace spotps {
 namespace {
@@ -13,32 +14,94 @@ grpc::Status InvalidArgument(const std::string& message) {
   return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, message);
 }
 
-// Reads a client stream of messages with `chunks`, refusing to buffer more
-// payload than `max_bytes`. Keeps the messages (they own the bytes) and
-// returns views of their chunks.
-template <typename Request>
-int64_t PayloadBytes(const Request& m) {
-  int64_t total = 0;
-  for (const v1::PartitionChunk& c : m.chunks()) total += static_cast<int64_t>(c.data().size());
-  return total;
+// What one Init or Push stream may carry, fixed before anything after its
+// first message is read, so a hostile stream is cut off while it is small.
+struct StreamLimits {
+  const char* what = "";  // "init" or "push", for messages.
+  int64_t max_payload_bytes = 0;
+  const char* payload_bound = "";  // Where max_payload_bytes comes from.
+  int64_t max_messages = 0;
+  int64_t max_chunks = 0;
+};
+
+// Limits for a stream of at most `payload_bytes` split into at most `runs`
+// runs (tensor pieces and partitions), under the stream rules of
+// parameter_server.proto: a message per kMinStreamMessageBytes of payload,
+// plus the first and the last; a chunk per run plus one per message border.
+StreamLimits LimitsFor(const char* what, int64_t payload_bytes, const char* payload_bound,
+                       int64_t runs) {
+  StreamLimits limits;
+  limits.what = what;
+  limits.max_payload_bytes = payload_bytes;
+  limits.payload_bound = payload_bound;
+  limits.max_messages = 2 + payload_bytes / kMinStreamMessageBytes;
+  limits.max_chunks = limits.max_messages + runs;
+  return limits;
 }
 
-// Reads a client stream of messages with `chunks`, refusing to buffer more
-// payload than `max_bytes`. Keeps the messages (they own the bytes) and
-// returns views of their chunks.
+// Reads the first message of a client stream; says why there is none.
 template <typename Request>
-grpc::Status ReadChunks(grpc::ServerReader<Request>* reader, Request first, int64_t max_bytes,
-                        std::vector<Request>* messages, std::vector<PayloadRange>* ranges) {
-  int64_t total = PayloadBytes(first);
-  messages->push_back(std::move(first));
-  Request next;
-  while (total <= max_bytes && reader->Read(&next)) {
-    total += PayloadBytes(next);
-    messages->push_back(std::move(next));
+grpc::Status ReadFirst(grpc::ServerContext* context, grpc::ServerReader<Request>* reader,
+                       const char* what, Request* first) {
+  if (reader->Read(first)) return grpc::Status::OK;
+  if (context->IsCancelled()) {
+    return grpc::Status(grpc::StatusCode::CANCELLED,
+                        absl::StrFormat("%s stream was cancelled before its first message", what));
   }
-  if (total > max_bytes) {
-    return InvalidArgument(absl::StrFormat(
-        "stream carries more than the %d payload bytes this shard holds", max_bytes));
+  // gRPC's Read() reports a message it cannot parse like the end of the
+  // stream, so both are possible.
+  return InvalidArgument(absl::StrFormat(
+      "%s stream ended before its first message (it sent none, or one that does not parse as a "
+      "%s)",
+      what, Request::descriptor()->full_name()));
+}
+
+// Reads the rest of a client stream of messages with `chunks` within
+// `limits` (RESOURCE_EXHAUSTED as soon as one is crossed), then makes sure it
+// ended normally (CANCELLED if the client cancelled, its deadline passed or
+// its connection broke). Keeps the messages (they own the bytes) and returns
+// views of their chunks.
+template <typename Request>
+grpc::Status ReadChunks(grpc::ServerContext* context, grpc::ServerReader<Request>* reader,
+                        Request first, const StreamLimits& limits, std::vector<Request>* messages,
+                        std::vector<PayloadRange>* ranges) {
+  int64_t num_chunks = 0, payload_bytes = 0;
+  Request next = std::move(first);
+  do {
+    if (static_cast<int64_t>(messages->size()) >= limits.max_messages) {
+      return grpc::Status(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          absl::StrFormat("%s stream sent more than %d messages, the most its %d payload bytes "
+                          "allow (one per %d KiB, plus 2)",
+                          limits.what, limits.max_messages, limits.max_payload_bytes,
+                          kMinStreamMessageBytes >> 10));
+    }
+    num_chunks += next.chunks_size();
+    if (num_chunks > limits.max_chunks) {
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                          absl::StrFormat("%s stream sent more than %d chunks, the most its %d "
+                                          "messages and runs allow (chunks may not be empty)",
+                                          limits.what, limits.max_chunks, limits.max_messages));
+    }
+    for (const v1::PartitionChunk& c : next.chunks()) {
+      payload_bytes += static_cast<int64_t>(c.data().size());
+    }
+    if (payload_bytes > limits.max_payload_bytes) {
+      return grpc::Status(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          absl::StrFormat("%s stream carries more than the %d payload bytes %s", limits.what,
+                          limits.max_payload_bytes, limits.payload_bound));
+    }
+    messages->push_back(std::move(next));
+  } while (reader->Read(&next));
+  // Read() also returns false when the call was cancelled, expired or lost
+  // its connection: what arrived may be any prefix of the stream.
+  if (context->IsCancelled()) {
+    return grpc::Status(
+        grpc::StatusCode::CANCELLED,
+        absl::StrFormat("%s stream was cancelled (by the client, its deadline or a broken "
+                        "connection) before it ended: nothing applied",
+                        limits.what));
   }
   // Views are taken only after the vector stopped growing.
   for (const Request& m : *messages) {
@@ -63,11 +126,11 @@ grpc::Status ParameterServerService::GetLayout(grpc::ServerContext*, const v1::G
   return grpc::Status::OK;
 }
 
-grpc::Status ParameterServerService::Init(grpc::ServerContext*,
+grpc::Status ParameterServerService::Init(grpc::ServerContext* context,
                                           grpc::ServerReader<v1::InitRequest>* reader,
                                           v1::InitResponse* response) {
   v1::InitRequest header;
-  if (!reader->Read(&header)) return InvalidArgument("init stream is empty");
+  if (grpc::Status s = ReadFirst(context, reader, "init", &header); !s.ok()) return s;
   absl::StatusOr<ModelLayout> layout = ModelLayout::FromProto(header.layout());
   if (!layout.ok()) return ToGrpcStatus(layout.status());
   const ShardOptions& opts = store_->options();
@@ -79,17 +142,24 @@ grpc::Status ParameterServerService::Init(grpc::ServerContext*,
                         opts.num_shards));
   }
   response->set_layout_fingerprint(layout->fingerprint());
-  // A losing racer learns the outcome before sending its values.
-  if (store_->initialized() && store_->layout().fingerprint() == layout->fingerprint()) {
+  // A losing racer learns the outcome, and a different model its refusal,
+  // before sending its values.
+  absl::StatusOr<bool> takes = store_->TakesInit(*layout);
+  if (!takes.ok()) return ToGrpcStatus(takes.status());
+  if (!*takes) {
     response->set_applied(false);
     return grpc::Status::OK;
   }
+  // Not initialised: the header's layout is the only one there is, so it
+  // sets the bounds (ModelLayout caps its size).
   absl::StatusOr<PartitionMap> map = PartitionMap::Create(*layout, opts.num_shards);
   if (!map.ok()) return ToGrpcStatus(map.status());
+  const StreamLimits limits =
+      LimitsFor("init", map->ShardElements(opts.shard_index) * 4, "this shard's partitions hold",
+                static_cast<int64_t>(map->PartitionsOfShard(opts.shard_index).size()));
   std::vector<v1::InitRequest> messages;
   std::vector<PayloadRange> ranges;
-  const int64_t max_bytes = map->ShardElements(opts.shard_index) * 4;
-  if (grpc::Status s = ReadChunks(reader, std::move(header), max_bytes, &messages, &ranges);
+  if (grpc::Status s = ReadChunks(context, reader, std::move(header), limits, &messages, &ranges);
       !s.ok()) {
     return s;
   }
@@ -148,7 +218,7 @@ grpc::Status ParameterServerService::Pull(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status ParameterServerService::Push(grpc::ServerContext*,
+grpc::Status ParameterServerService::Push(grpc::ServerContext* context,
                                           grpc::ServerReader<v1::PushRequest>* reader,
                                           v1::PushResponse* response) {
   if (!store_->initialized()) {
@@ -156,26 +226,40 @@ grpc::Status ParameterServerService::Push(grpc::ServerContext*,
                         "model is not initialised on this shard: a trainer must call Init first");
   }
   v1::PushRequest header;
-  if (!reader->Read(&header)) return InvalidArgument("push stream is empty");
+  if (grpc::Status s = ReadFirst(context, reader, "push", &header); !s.ok()) return s;
   const v1::DType dtype = header.dtype();
   const size_t width = WireBytesPerElement(dtype);
   if (width == 0) {
     return InvalidArgument(absl::StrFormat(
         "unsupported gradient dtype %d (expected DTYPE_FP32 or DTYPE_BF16)", dtype));
   }
+  // The announcement, checked against this shard's own partitions, bounds
+  // the stream and is what the chunks must cover exactly.
+  AnnouncedElements announced;
+  int64_t announced_elements = 0;
+  for (const v1::PartitionCount& c : header.announced()) {
+    if (!announced.emplace(c.partition_id(), c.num_elements()).second) {
+      return InvalidArgument(
+          absl::StrFormat("push announces partition %d twice", c.partition_id()));
+    }
+  }
+  if (absl::Status s = store_->CheckAnnounced(announced); !s.ok()) return ToGrpcStatus(s);
+  for (const auto& [id, n] : announced) announced_elements += static_cast<int64_t>(n);
+  const StreamLimits limits = LimitsFor(
+      "push", announced_elements * static_cast<int64_t>(width), "its first message announced",
+      static_cast<int64_t>(store_->layout().tensors().size() + announced.size()));
   const std::string push_id = header.push_id();
   std::vector<v1::PushRequest> messages;
   std::vector<PayloadRange> ranges;
-  const int64_t max_bytes = store_->owned_elements() * static_cast<int64_t>(width);
-  if (grpc::Status s = ReadChunks(reader, std::move(header), max_bytes, &messages, &ranges);
+  if (grpc::Status s = ReadChunks(context, reader, std::move(header), limits, &messages, &ranges);
       !s.ok()) {
     return s;
   }
-  int64_t bytes = 0;
-  for (const PayloadRange& r : ranges) bytes += static_cast<int64_t>(r.bytes.size());
-  store_->CountPushBytes(bytes);
-  absl::StatusOr<PushOutcome> outcome = store_->Push(push_id, dtype, ranges);
+  absl::StatusOr<PushOutcome> outcome = store_->Push(push_id, dtype, ranges, &announced);
   if (!outcome.ok()) return ToGrpcStatus(outcome.status());
+  // Counted only once accepted: a refused push changes no counter but the
+  // store's rejection counts.
+  store_->CountPushBytes(announced_elements * static_cast<int64_t>(width));
   response->set_duplicate(outcome->duplicate);
   response->set_deferred(outcome->deferred);
   response->set_global_step(outcome->global_step);

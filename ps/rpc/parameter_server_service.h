@@ -10,9 +10,14 @@
 namespace spotps {
 
 // Serves spotps.v1.ParameterServer for one shard. Promises: a request that
-// fails validation changes no state; a push or init is applied only after its
-// whole stream arrived; a stream that sends more payload than the shard holds
-// is cut off early.
+// fails validation changes no state; a push or init is applied whole or not
+// at all: only after its stream ended normally (a cancelled, expired or
+// disconnected one is CANCELLED) and, for a push, covered exactly what its
+// first message announced; every init and push stream is bounded in
+// messages, chunks and payload bytes by this shard's own partitions (and the
+// push's checked announcement), and cut off with RESOURCE_EXHAUSTED as soon
+// as it crosses a bound; an init of a different model is refused on its
+// first message.
 class ParameterServerService final : public v1::ParameterServer::Service {
  public:
   // `checkpointer` may be null (no --checkpoint_dir). `incarnation` tells

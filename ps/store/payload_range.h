@@ -4,6 +4,7 @@
 #define SPOTPS_PS_STORE_PAYLOAD_RANGE_H_
 
 #include <cstdint>
+#include <map>
 
 #include "absl/strings/string_view.h"
 
@@ -17,6 +18,10 @@ struct PayloadRange {
   absl::string_view bytes;
   uint64_t version = 0;
 };
+
+// What a push stream announced in its first message: elements per
+// partition id. The ranges that arrive must cover exactly these.
+using AnnouncedElements = std::map<uint32_t, uint64_t>;
 
 }  // namespace spotps
 

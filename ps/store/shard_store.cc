@@ -183,9 +183,36 @@ const std::vector<uint32_t>& ShardStore::owned_partitions() const {
 
 int64_t ShardStore::owned_elements() const { return map_.ShardElements(options_.shard_index); }
 
+absl::Status ShardStore::CheckAnnounced(const AnnouncedElements& announced) const {
+  if (absl::Status s = RequireInitialized(); !s.ok()) return s;
+  if (announced.empty()) {
+    return absl::InvalidArgumentError(
+        "push announces no partitions: its first message must list each partition it carries "
+        "with its number of elements (PushRequest.announced)");
+  }
+  for (const auto& [id, n] : announced) {
+    if (absl::StatusOr<const PartitionState*> p = Owned(id); !p.ok()) return p.status();
+    const int64_t size = map_.partitions()[id].num_elements;
+    if (n == 0 || n > static_cast<uint64_t>(size)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("push announces %d elements of partition %d, which has %d", n, id, size));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ShardStore::ValidateRanges(const std::vector<PayloadRange>& ranges, v1::DType dtype,
                                         const PartitionMap& map, bool require_full_cover,
-                                        float max_abs) const {
+                                        float max_abs, const AnnouncedElements* announced) const {
+  // Valid chunks that fall short of the announcement mean the stream was cut
+  // off: gRPC ends it the same way at a message it cannot parse as at its
+  // end, so the message names both.
+  auto carried_other_than_announced = [](uint32_t id, uint64_t promised, uint64_t carried) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "push announced %d elements of partition %d but carried %d%s", promised, id, carried,
+        carried < promised ? " (its stream ended early, or at a message that does not parse)"
+                           : ""));
+  };
   const size_t width = WireBytesPerElement(dtype);
   if (width == 0) {
     return absl::InvalidArgumentError(
@@ -201,6 +228,10 @@ absl::Status ShardStore::ValidateRanges(const std::vector<PayloadRange>& ranges,
       return absl::InvalidArgumentError(
           absl::StrFormat("partition %d belongs to shard %d, this is shard %d", r.partition_id,
                           p->shard, options_.shard_index));
+    }
+    if (announced != nullptr && announced->count(r.partition_id) == 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "push carries partition %d, which its first message did not announce", r.partition_id));
     }
     if (r.bytes.empty() || r.bytes.size() % width != 0) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -240,6 +271,15 @@ absl::Status ShardStore::ValidateRanges(const std::vector<PayloadRange>& ranges,
       return absl::InvalidArgumentError(absl::StrFormat("partition %d has %d of its %d elements",
                                                         id, covered, map.Find(id)->num_elements));
     }
+    if (announced == nullptr) continue;
+    if (const uint64_t promised = announced->at(id); covered != promised) {
+      return carried_other_than_announced(id, promised, covered);
+    }
+  }
+  if (announced != nullptr) {
+    for (const auto& [id, promised] : *announced) {
+      if (groups.count(id) == 0) return carried_other_than_announced(id, promised, 0);
+    }
   }
   if (require_full_cover) {
     for (uint32_t id : map.PartitionsOfShard(options_.shard_index)) {
@@ -255,12 +295,7 @@ absl::Status ShardStore::ValidateRanges(const std::vector<PayloadRange>& ranges,
 absl::StatusOr<bool> ShardStore::Init(const ModelLayout& layout,
                                       const std::vector<PayloadRange>& values) {
   absl::MutexLock lock(&init_mu_);
-  if (initialized()) {
-    if (layout.fingerprint() == layout_.fingerprint()) return false;
-    return absl::FailedPreconditionError(absl::StrCat("shard already holds a different model (",
-                                                      layout_.Summary(), "); refusing init with ",
-                                                      layout.Summary()));
-  }
+  if (absl::StatusOr<bool> takes = TakesInit(layout); !takes.ok() || !*takes) return takes;
   absl::StatusOr<PartitionMap> map = PartitionMap::Create(layout, options_.num_shards);
   if (!map.ok()) return map.status();
   if (absl::Status s =
@@ -282,6 +317,15 @@ absl::StatusOr<bool> ShardStore::Init(const ModelLayout& layout,
   }
   Publish(layout, *std::move(map), std::move(partitions));
   return true;
+}
+
+absl::StatusOr<bool> ShardStore::TakesInit(const ModelLayout& layout) const {
+  if (!initialized()) return true;
+  // layout_ is written once, before initialized_ is published.
+  if (layout.fingerprint() == layout_.fingerprint()) return false;
+  return absl::FailedPreconditionError(absl::StrCat("shard already holds a different model (",
+                                                    layout_.Summary(), "); refusing init with ",
+                                                    layout.Summary()));
 }
 
 void ShardStore::Publish(const ModelLayout& layout, PartitionMap map,
@@ -398,7 +442,8 @@ absl::Status ShardStore::ValidateVersions(const std::vector<PayloadRange>& range
 }
 
 absl::StatusOr<PushOutcome> ShardStore::Push(absl::string_view push_id, v1::DType dtype,
-                                             const std::vector<PayloadRange>& ranges) {
+                                             const std::vector<PayloadRange>& ranges,
+                                             const AnnouncedElements* announced) {
   auto reject = [this](absl::Status s) {
     pushes_rejected_.fetch_add(1, std::memory_order_relaxed);
     if (absl::IsAborted(s)) pushes_too_stale_.fetch_add(1, std::memory_order_relaxed);
@@ -411,8 +456,8 @@ absl::StatusOr<PushOutcome> ShardStore::Push(absl::string_view push_id, v1::DTyp
   }
   if (ranges.empty()) return reject(absl::InvalidArgumentError("push carries no gradient"));
   // A sync round averages whole gradients, so each must cover the shard.
-  if (absl::Status s =
-          ValidateRanges(ranges, dtype, map_, options_.sync_rounds, kMaxGradientMagnitude);
+  if (absl::Status s = ValidateRanges(ranges, dtype, map_, options_.sync_rounds,
+                                      kMaxGradientMagnitude, announced);
       !s.ok()) {
     return reject(s);
   }

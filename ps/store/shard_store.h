@@ -98,12 +98,25 @@ class ShardStore {
   // true if applied, false if the same layout was already initialised (these
   // values are ignored); FAILED_PRECONDITION for a different layout.
   absl::StatusOr<bool> Init(const ModelLayout& layout, const std::vector<PayloadRange>& values);
+  // What Init(layout, ...) would answer before its values are looked at:
+  // true if it would be applied, false if this layout is already initialised,
+  // FAILED_PRECONDITION if a different one is. Lets a stream be refused
+  // before its values arrive.
+  absl::StatusOr<bool> TakesInit(const ModelLayout& layout) const;
 
   // Applies one gradient (BF16 or FP32 payload ranges) with the optimizer;
   // in sync mode holds it for the open round instead (ABORTED if it was
-  // computed before the last round was applied).
+  // computed before the last round was applied). With `announced`, the
+  // ranges must cover exactly the announced elements of exactly the
+  // announced partitions (INVALID_ARGUMENT otherwise): a stream cut short
+  // is refused even where each of its chunks is valid.
   absl::StatusOr<PushOutcome> Push(absl::string_view push_id, v1::DType dtype,
-                                   const std::vector<PayloadRange>& ranges);
+                                   const std::vector<PayloadRange>& ranges,
+                                   const AnnouncedElements* announced = nullptr);
+  // Checks a push's announcement before its payload is read: every id is a
+  // partition this shard owns, with 1 to its size elements, and at least one
+  // is announced. NOT_FOUND or INVALID_ARGUMENT otherwise.
+  absl::Status CheckAnnounced(const AnnouncedElements& announced) const;
 
   // Sync mode: applies the mean of the held pushes `push_ids` as one update
   // of every owned partition and drops every held push. FAILED_PRECONDITION
@@ -153,11 +166,12 @@ class ShardStore {
 
   absl::Status RequireInitialized() const;
   absl::StatusOr<const PartitionState*> Owned(uint32_t id) const;
-  // Checks ids, ownership, byte counts, bounds, overlaps, and that every
-  // element is finite and at most `max_abs` in magnitude.
+  // Checks ids, ownership, byte counts, bounds, overlaps, that every element
+  // is finite and at most `max_abs` in magnitude, and, if given, that the
+  // ranges cover exactly `announced`.
   absl::Status ValidateRanges(const std::vector<PayloadRange>& ranges, v1::DType dtype,
-                              const PartitionMap& map, bool require_full_cover,
-                              float max_abs) const;
+                              const PartitionMap& map, bool require_full_cover, float max_abs,
+                              const AnnouncedElements* announced = nullptr) const;
   absl::Status ValidateVersions(const std::vector<PayloadRange>& ranges) const;
   PushOutcome Apply(v1::DType dtype, const std::vector<PayloadRange>& ranges);
   absl::StatusOr<PushOutcome> HoldForRound(absl::string_view push_id, v1::DType dtype,

@@ -83,7 +83,12 @@ class PsServiceTest : public ::testing::Test {
     v1::PushRequest p;
     p.set_push_id("p-" + std::to_string(next_id_++));
     p.set_dtype(v1::DTYPE_BF16);
-    for (uint32_t id : own_) AddChunk(p.mutable_chunks(), id, 0, Fill(id, value), v1::DTYPE_BF16);
+    for (uint32_t id : own_) {
+      AddChunk(p.mutable_chunks(), id, 0, Fill(id, value), v1::DTYPE_BF16);
+      v1::PartitionCount* count = p.add_announced();
+      count->set_partition_id(id);
+      count->set_num_elements(map_.partitions()[id].num_elements);
+    }
     return p;
   }
 
@@ -251,7 +256,8 @@ TEST_F(PsServiceTest, OversizedMessagesAndFloodsAreCutOff) {
   EXPECT_EQ(SendPush({big}).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   // Many legal-sized messages adding up to more than the shard holds.
   std::vector<v1::PushRequest> flood(3, GoodPush());
-  ExpectStatus(SendPush(flood), grpc::StatusCode::INVALID_ARGUMENT, "more than");
+  ExpectStatus(SendPush(flood), grpc::StatusCode::RESOURCE_EXHAUSTED,
+               "payload bytes its first message announced");
   ExpectUntouched();
 }
 
