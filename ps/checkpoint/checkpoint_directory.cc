@@ -189,6 +189,11 @@ std::string EncodePrefixAndHeader(uint64_t checkpoint_id, const ShardState& stat
   header += layout;
   PutU64(&header, extra_blob.size());
   header.append(extra_blob.data(), extra_blob.size());
+  PutU32(&header, static_cast<uint32_t>(state.recent_push_ids.size()));
+  for (const std::string& id : state.recent_push_ids) {
+    PutU32(&header, static_cast<uint32_t>(id.size()));
+    header += id;
+  }
 
   std::string out(kMagic, sizeof(kMagic));
   PutU32(&out, CheckpointDirectory::kFormatVersion);
@@ -213,6 +218,20 @@ void AppendCheckpoint(uint64_t checkpoint_id, const ShardState& state, absl::str
   out->AppendU32(out->file_crc());  // Covers every byte before this one.
 }
 
+// Version 2's push ids: a count, then each as a length and its bytes. False
+// if they run past the header; lengths are checked by ValidateShardState.
+bool ReadPushIds(FieldCursor* fields, std::vector<std::string>* ids) {
+  uint32_t count = 0;
+  if (!fields->U32(&count)) return false;
+  for (uint32_t i = 0; i < count; ++i) {
+    uint32_t length = 0;
+    absl::string_view id;
+    if (!fields->U32(&length) || !fields->Bytes(length, &id)) return false;
+    ids->emplace_back(id);
+  }
+  return true;
+}
+
 // Reads the prefix and header into *out (all but the partitions) and checks
 // them against the file name and each other; returns the partition count.
 absl::StatusOr<uint32_t> ReadHeader(ChecksummedReader* in, uint64_t expected_id,
@@ -223,9 +242,12 @@ absl::StatusOr<uint32_t> ReadHeader(ChecksummedReader* in, uint64_t expected_id,
     return absl::DataLossError("not a spotps checkpoint (bad magic)");
   }
   const uint32_t version = DecodeU32(prefix + sizeof(kMagic));
-  if (version != CheckpointDirectory::kFormatVersion) {
-    return absl::DataLossError(absl::StrFormat("format version %d, this build reads version %d",
-                                               version, CheckpointDirectory::kFormatVersion));
+  if (version < CheckpointDirectory::kOldestReadableVersion ||
+      version > CheckpointDirectory::kFormatVersion) {
+    return absl::DataLossError(
+        absl::StrFormat("format version %d, this build reads versions %d to %d", version,
+                        CheckpointDirectory::kOldestReadableVersion,
+                        CheckpointDirectory::kFormatVersion));
   }
   const uint32_t header_length = DecodeU32(prefix + sizeof(kMagic) + 4);
   if (header_length > in->remaining()) {
@@ -244,7 +266,8 @@ absl::StatusOr<uint32_t> ReadHeader(ChecksummedReader* in, uint64_t expected_id,
   if (!fields.U64(&out->id) || !fields.U32(&state.shard_index) || !fields.U32(&state.num_shards) ||
       !fields.U64(&state.global_step) || !fields.U32(&slots) || !fields.U32(&partition_count) ||
       !fields.U32(&layout_length) || !fields.Bytes(layout_length, &layout_bytes) ||
-      !fields.U64(&extra_length) || !fields.Bytes(extra_length, &extra_blob) || !fields.empty()) {
+      !fields.U64(&extra_length) || !fields.Bytes(extra_length, &extra_blob) ||
+      (version >= 2 && !ReadPushIds(&fields, &state.recent_push_ids)) || !fields.empty()) {
     return absl::DataLossError("header fields do not fill the header length exactly");
   }
   if (out->id != expected_id || state.shard_index != expected_shard) {

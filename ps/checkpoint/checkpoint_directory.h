@@ -5,7 +5,7 @@
 // names sort like ids. A file being written is <name>.tmp.<pid> until it is
 // complete, synced and renamed.
 //
-// File format, version 1. Integers are unsigned little-endian (u32, u64);
+// File format, version 2 (version 1 lacks the push ids and is still read). Integers are unsigned little-endian (u32, u64);
 // floats are IEEE-754 binary32, little-endian; every CRC is CRC-32C
 // (Castagnoli, as in iSCSI and ext4), stored as a u32.
 //
@@ -20,6 +20,7 @@
 //             u32      partition count P
 //             u32      layout length L, then L bytes: serialized spotps.v1.ModelLayout
 //             u64      extra length E, then E bytes: the caller's extra blob
+//             u32      push id count C (v2), then C times: u32 length L, L bytes
 //             u32      CRC of the prefix and the header
 //   P records u32      partition id
 //             u64      partition version
@@ -66,7 +67,9 @@ struct ShardCheckpoint {
 // keep_last checkpoints up to the one it wrote. One writer per shard at a time.
 class CheckpointDirectory {
  public:
-  static constexpr uint32_t kFormatVersion = 1;
+  static constexpr uint32_t kFormatVersion = 2;
+  // Version 1 files (without push ids) are still read.
+  static constexpr uint32_t kOldestReadableVersion = 1;
   static constexpr int kMaxStateSlots = 8;
   static constexpr size_t kMaxExtraBlobBytes = size_t{1} << 30;
 

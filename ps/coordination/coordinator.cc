@@ -4,11 +4,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "ps/store/recent_push_ids.h"
 
 namespace spotps {
 namespace {
 
-constexpr size_t kMaxPushIdLength = 128;
 
 }  // namespace
 

@@ -13,6 +13,11 @@ bool RecentPushIds::Insert(absl::string_view id) {
   return true;
 }
 
+std::vector<std::string> RecentPushIds::Snapshot() const {
+  absl::MutexLock lock(&mu_);
+  return std::vector<std::string>(order_.begin(), order_.end());
+}
+
 bool RecentPushIds::Contains(absl::string_view id) const {
   absl::MutexLock lock(&mu_);
   return ids_.count(std::string(id)) != 0;

@@ -26,7 +26,6 @@ struct ShardStore::PartitionState {
 
 namespace {
 
-constexpr size_t kMaxPushIdLength = 128;
 
 // Ranges grouped by partition, each group sorted by offset.
 std::map<uint32_t, std::vector<const PayloadRange*>> GroupByPartition(
@@ -124,9 +123,25 @@ absl::StatusOr<PartitionMap> ValidatedPartitionMap(const ShardState& state) {
   return map;
 }
 
+absl::Status ValidateRecentPushIds(const ShardState& state) {
+  if (state.recent_push_ids.size() > kMaxRecentPushIdsInState) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "state lists %d recent push ids, at most %d are allowed", state.recent_push_ids.size(),
+        kMaxRecentPushIdsInState));
+  }
+  for (const std::string& id : state.recent_push_ids) {
+    if (id.empty() || id.size() > kMaxPushIdLength) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "state lists a push id of %d bytes; push ids have 1 to %d", id.size(), kMaxPushIdLength));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateShardState(const ShardState& state) {
+  if (absl::Status s = ValidateRecentPushIds(state); !s.ok()) return s;
   return ValidatedPartitionMap(state).status();
 }
 
@@ -341,6 +356,7 @@ absl::StatusOr<ShardState> ShardStore::ExportState() const {
   // In sync mode a round changes every partition: wait for one in progress,
   // so that a checkpoint holds whole rounds.
   absl::MutexLock round_lock(&round_mu_);
+  absl::MutexLock no_push_in_flight(&export_mu_);
   ShardState state;
   state.layout = layout_;
   state.shard_index = options_.shard_index;
@@ -364,6 +380,7 @@ absl::StatusOr<ShardState> ShardStore::ExportState() const {
     }
   }
   state.global_step = global_step_.load();
+  state.recent_push_ids = recent_push_ids_.Snapshot();
   return state;
 }
 
@@ -389,6 +406,7 @@ absl::Status ShardStore::ImportState(ShardState&& state) {
         "or momentum setting?)",
         state.optimizer_state_slots, optimizer_.state_slots()));
   }
+  if (absl::Status s = ValidateRecentPushIds(state); !s.ok()) return s;
   absl::StatusOr<PartitionMap> map = ValidatedPartitionMap(state);
   if (!map.ok()) return map.status();
 
@@ -398,6 +416,7 @@ absl::Status ShardStore::ImportState(ShardState&& state) {
     partitions[id] = std::make_unique<PartitionState>(std::move(snapshot));
   }
   global_step_.store(state.global_step);
+  for (const std::string& id : state.recent_push_ids) recent_push_ids_.Insert(id);
   Publish(state.layout, *std::move(map), std::move(partitions));
   return absl::OkStatus();
 }
@@ -473,6 +492,7 @@ absl::StatusOr<PushOutcome> ShardStore::Push(absl::string_view push_id, v1::DTyp
     outcome.global_step = global_step_.load();
     return outcome;
   };
+  absl::ReaderMutexLock whole_push(&export_mu_);
   // The id first: a retry of a push that was applied is a duplicate, even
   // if the partitions have moved on too far for its base versions since.
   if (recent_push_ids_.Contains(push_id)) return duplicate();

@@ -74,12 +74,17 @@ struct ShardState {
   uint64_t global_step = 0;
   int optimizer_state_slots = 0;
   std::vector<PartitionSnapshot> partitions;  // Exported in ascending id order.
+  // The ids of the last pushes applied, oldest first: exactly pushes whose
+  // updates the partitions hold, so a retry after a restore is a duplicate.
+  std::vector<std::string> recent_push_ids;
 };
 
 // Checks that `state` is self-consistent: a non-empty layout that cuts into a
 // PartitionMap for num_shards, exactly the partitions of shard_index (each
 // once, any order) with the map's element counts, optimizer_state_slots arrays
-// per partition, and only finite values. INVALID_ARGUMENT otherwise.
+// per partition, only finite values, and at most kMaxRecentPushIdsInState
+// well-formed push ids. INVALID_ARGUMENT otherwise.
+inline constexpr size_t kMaxRecentPushIdsInState = size_t{1} << 20;
 absl::Status ValidateShardState(const ShardState& state);
 
 // Owns the shard's partitions and applies gradients to them. Promises:
@@ -192,6 +197,10 @@ class ShardStore {
   std::vector<std::unique_ptr<PartitionState>> partitions_;  // By id; null if not owned.
 
   RecentPushIds recent_push_ids_;
+  // Async pushes hold it shared from the id lookup to the last partition
+  // applied; ExportState holds it exclusively, so a checkpoint holds whole
+  // pushes only, and exactly the ids of those.
+  mutable absl::Mutex export_mu_;
   // Sync mode: versions change only under round_mu_, so a held push's base
   // versions stay current until the round that drops it.
   mutable absl::Mutex round_mu_;

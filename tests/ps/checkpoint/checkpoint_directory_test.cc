@@ -111,6 +111,7 @@ void ExpectBitIdentical(const ShardState& a, const ShardState& b) {
   EXPECT_EQ(a.num_shards, b.num_shards);
   EXPECT_EQ(a.global_step, b.global_step);
   EXPECT_EQ(a.optimizer_state_slots, b.optimizer_state_slots);
+  EXPECT_EQ(a.recent_push_ids, b.recent_push_ids);
   ASSERT_EQ(a.partitions.size(), b.partitions.size());
   for (size_t i = 0; i < a.partitions.size(); ++i) {
     const PartitionSnapshot& pa = a.partitions[i];
@@ -344,6 +345,28 @@ TEST_F(ShardCheckpointTest, WriteThenReadNewestRestoresTheStore) {
   ExpectBitIdentical(*trained_->ExportState(), *restored->ExportState());
 }
 
+// A push applied before a checkpoint whose reply was lost is retried after
+// the shard restarted from that checkpoint: it must be a duplicate.
+TEST_F(ShardCheckpointTest, PushIdsSurviveACheckpointSoARetryIsNotAppliedTwice) {
+  EXPECT_EQ(state_.recent_push_ids, (std::vector<std::string>{"push-0", "push-1", "push-2"}));
+  CheckpointDirectory store = OpenStore();
+  ASSERT_TRUE(store.Write(1, state_, "").ok());
+  absl::StatusOr<ShardCheckpoint> read = store.ReadNewest();
+  ASSERT_TRUE(read.ok()) << read.status();
+  std::unique_ptr<ShardStore> restored = NewStore(AdamWOptions(1));
+  ASSERT_TRUE(restored->ImportState(std::move(read->state)).ok());
+  absl::StatusOr<PushOutcome> retry = PushRandom(*restored, 2);  // Same id as the last one.
+  ASSERT_TRUE(retry.ok()) << retry.status();
+  EXPECT_TRUE(retry->duplicate);
+  ExpectBitIdentical(state_, *restored->ExportState());
+  // A state that claims malformed ids is refused.
+  ShardState bad = state_;
+  bad.recent_push_ids.push_back(std::string(200, 'x'));
+  EXPECT_EQ(store.Write(2, bad, "").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(NewStore(AdamWOptions(1))->ImportState(bad).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(ShardCheckpointTest, ExtraBlobRoundTripsAsOpaqueBytes) {
   CheckpointDirectory store = OpenStore(10);
   std::string binary("\0\xff\x01 SPOTCKPT \0", 14);
@@ -473,7 +496,7 @@ TEST_F(ShardCheckpointTest, HostileLengthsAreRefusedBeforeAllocating) {
   header += layout;
   PutU64(&header, 0);  // no extra blob
   std::string file("SPOTCKPT", 8);
-  PutU32(&file, CheckpointDirectory::kFormatVersion);
+  PutU32(&file, 1);  // Version 1 (no push ids) is still read.
   PutU32(&file, static_cast<uint32_t>(header.size()));
   file += header;
   PutU32(&file, Crc32cExtend(0, file.data(), file.size()));
