@@ -20,14 +20,25 @@ const dnnl::engine& CpuEngine() {
 // Below this size the scalar loop beats setting up a oneDNN primitive.
 constexpr int64_t kMinElementsForReorder = 4096;
 
-// Widening is a shift; one clone per ISA lets it run at memory speed.
+// Widening is a shift; one clone per ISA lets it run at memory speed. Wire
+// bytes carry no alignment promise, so elements are loaded with memcpy
+// (which compiles to the same unaligned vector loads).
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void Bf16ToFp32(
-    const uint16_t* __restrict src, int64_t n, float* __restrict dst) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = Bf16ToFloat(src[i]);
+    const char* __restrict src, int64_t n, float* __restrict dst) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, src + 2 * i, sizeof(h));
+    dst[i] = Bf16ToFloat(h);
+  }
 }
 
 void Fp32ToBf16Scalar(const float* src, int64_t n, uint16_t* dst) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = FloatToBf16(src[i]);
+  // dst points into wire bytes, which carry no alignment promise.
+  char* out = reinterpret_cast<char*>(dst);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint16_t h = FloatToBf16(src[i]);
+    std::memcpy(out + 2 * i, &h, sizeof(h));
+  }
 }
 
 void Fp32ToBf16(const float* src, int64_t n, uint16_t* dst) {
@@ -76,6 +87,7 @@ uint16_t FloatToBf16(float f) {
 }
 
 void EncodeFp32(const float* src, int64_t n, v1::DType dtype, char* dst) {
+  if (n == 0) return;  // src and dst may be null then.
   if (dtype == v1::DTYPE_FP32) {
     std::memcpy(dst, src, n * sizeof(float));
   } else {
@@ -99,11 +111,12 @@ absl::Status DecodeToFp32(v1::DType dtype, absl::string_view bytes, int64_t n, f
         absl::StrFormat("payload has %d bytes, expected %d (%d elements of %s)", bytes.size(),
                         n * width, n, v1::DType_Name(dtype)));
   }
+  if (n == 0) return absl::OkStatus();  // dst may be null then.
   if (dtype == v1::DTYPE_FP32) {
     std::memcpy(dst, bytes.data(), bytes.size());
     return absl::OkStatus();
   }
-  Bf16ToFp32(reinterpret_cast<const uint16_t*>(bytes.data()), n, dst);
+  Bf16ToFp32(bytes.data(), n, dst);
   return absl::OkStatus();
 }
 
@@ -121,16 +134,22 @@ bool AllWithin(v1::DType dtype, absl::string_view bytes, float max_abs) {
   limit &= 0x7fffffffu;
   if (dtype == v1::DTYPE_BF16) {
     const uint32_t bf16_limit = limit >> 16;  // Truncation rounds the limit down.
-    const auto* p = reinterpret_cast<const uint16_t*>(bytes.data());
     const size_t n = bytes.size() / 2;
     uint32_t bad = 0;
-    for (size_t i = 0; i < n; ++i) bad |= (static_cast<uint32_t>(p[i] & 0x7fffu) > bf16_limit);
+    for (size_t i = 0; i < n; ++i) {
+      uint16_t h;
+      std::memcpy(&h, bytes.data() + 2 * i, sizeof(h));
+      bad |= (static_cast<uint32_t>(h & 0x7fffu) > bf16_limit);
+    }
     return bad == 0;
   }
-  const auto* p = reinterpret_cast<const uint32_t*>(bytes.data());
   const size_t n = bytes.size() / 4;
   uint32_t bad = 0;
-  for (size_t i = 0; i < n; ++i) bad |= ((p[i] & 0x7fffffffu) > limit);
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, bytes.data() + 4 * i, sizeof(bits));
+    bad |= ((bits & 0x7fffffffu) > limit);
+  }
   return bad == 0;
 }
 

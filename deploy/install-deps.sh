@@ -9,6 +9,7 @@ PACKAGES=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libabsl-dev libboost-dev libboost-system-dev libgtest-dev libgmock-dev
   bible-kjv bible-kjv-text
+  clang libclang-rt-14-dev libomp-dev
 )
 
 missing=()

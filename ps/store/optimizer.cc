@@ -10,15 +10,23 @@
 namespace spotps {
 namespace {
 
+// Gradients are read straight from wire bytes, which carry no alignment
+// promise: elements are loaded with memcpy (the same vector loads).
 struct Fp32Grad {
-  const float* p;
-  float operator[](int64_t i) const { return p[i]; }
+  const char* p;
+  float operator[](int64_t i) const {
+    float f;
+    std::memcpy(&f, p + 4 * i, sizeof(f));
+    return f;
+  }
 };
 
 struct Bf16Grad {
-  const uint16_t* p;
+  const char* p;
   float operator[](int64_t i) const {
-    const uint32_t bits = static_cast<uint32_t>(p[i]) << 16;
+    uint16_t h;
+    std::memcpy(&h, p + 2 * i, sizeof(h));
+    const uint32_t bits = static_cast<uint32_t>(h) << 16;
     float f;
     std::memcpy(&f, &bits, sizeof(f));
     return f;
@@ -74,19 +82,18 @@ inline void SgdKernel(float* __restrict w, float* __restrict buf, Grad g, int64_
 #define SPOTPS_ISA_CLONES \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 
-SPOTPS_ISA_CLONES void AdamWFp32(float* w, float* m, float* v, const float* g, int64_t n,
+SPOTPS_ISA_CLONES void AdamWFp32(float* w, float* m, float* v, const char* g, int64_t n,
                                  const AdamWStep& s) {
   AdamWKernel(w, m, v, Fp32Grad{g}, n, s);
 }
-SPOTPS_ISA_CLONES void AdamWBf16(float* w, float* m, float* v, const uint16_t* g, int64_t n,
+SPOTPS_ISA_CLONES void AdamWBf16(float* w, float* m, float* v, const char* g, int64_t n,
                                  const AdamWStep& s) {
   AdamWKernel(w, m, v, Bf16Grad{g}, n, s);
 }
-SPOTPS_ISA_CLONES void SgdFp32(float* w, float* buf, const float* g, int64_t n, const SgdStep& s) {
+SPOTPS_ISA_CLONES void SgdFp32(float* w, float* buf, const char* g, int64_t n, const SgdStep& s) {
   SgdKernel(w, buf, Fp32Grad{g}, n, s);
 }
-SPOTPS_ISA_CLONES void SgdBf16(float* w, float* buf, const uint16_t* g, int64_t n,
-                               const SgdStep& s) {
+SPOTPS_ISA_CLONES void SgdBf16(float* w, float* buf, const char* g, int64_t n, const SgdStep& s) {
   SgdKernel(w, buf, Bf16Grad{g}, n, s);
 }
 
@@ -145,18 +152,18 @@ void Optimizer::Apply(float* params, float* const* state, const GradientView& gr
                       c.eps,
                       static_cast<float>(lr / bias1)};
     if (bf16) {
-      AdamWBf16(params, state[0], state[1], static_cast<const uint16_t*>(grad.data), n, s);
+      AdamWBf16(params, state[0], state[1], static_cast<const char*>(grad.data), n, s);
     } else {
-      AdamWFp32(params, state[0], state[1], static_cast<const float*>(grad.data), n, s);
+      AdamWFp32(params, state[0], state[1], static_cast<const char*>(grad.data), n, s);
     }
     return;
   }
   const SgdStep s{lr, c.weight_decay, c.momentum, 1.0f - c.dampening, c.nesterov, step <= 1};
   float* buf = state_slots() > 0 ? state[0] : nullptr;
   if (bf16) {
-    SgdBf16(params, buf, static_cast<const uint16_t*>(grad.data), n, s);
+    SgdBf16(params, buf, static_cast<const char*>(grad.data), n, s);
   } else {
-    SgdFp32(params, buf, static_cast<const float*>(grad.data), n, s);
+    SgdFp32(params, buf, static_cast<const char*>(grad.data), n, s);
   }
 }
 
