@@ -9,6 +9,8 @@ PACKAGES=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libabsl-dev libboost-dev libboost-system-dev libgtest-dev libgmock-dev
   bible-kjv bible-kjv-text
+  # Deployment tests: dpkg-shlibdeps (the .deb's Depends), YAML parsing.
+  dpkg-dev python3-yaml
 )
 
 missing=()
