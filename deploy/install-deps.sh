@@ -13,6 +13,13 @@ PACKAGES=(
   dpkg-dev python3-yaml
 )
 
+# kubectl renders the Kubernetes manifests (kubectl kustomize) in the
+# deployment tests; Debian's is kubernetes-client. A kubectl installed some
+# other way (e.g. the Google Cloud SDK's) does as well.
+if ! command -v kubectl > /dev/null 2>&1; then
+  PACKAGES+=(kubernetes-client)
+fi
+
 missing=()
 for p in "${PACKAGES[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
