@@ -9,8 +9,18 @@ PACKAGES=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libabsl-dev libboost-dev libboost-system-dev libgtest-dev libgmock-dev
   bible-kjv bible-kjv-text
+  # The fuzzers (tests/fuzz): clang with libFuzzer and its OpenMP.
   clang libclang-rt-14-dev libomp-dev
+  # Deployment tests: dpkg-shlibdeps (the .deb's Depends), YAML parsing.
+  dpkg-dev python3-yaml
 )
+
+# kubectl renders the Kubernetes manifests (kubectl kustomize) in the
+# deployment tests; Debian's is kubernetes-client. A kubectl installed some
+# other way (e.g. the Google Cloud SDK's) does as well.
+if ! command -v kubectl > /dev/null 2>&1; then
+  PACKAGES+=(kubernetes-client)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
