@@ -14,6 +14,8 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=deploy/local/processes.sh
+source "$repo/deploy/local/processes.sh"
 job_env=$repo/.cache/local-job.env
 say() { echo "[scale] $*"; }
 die() { echo "scale.sh: $*" >&2; exit 1; }
@@ -114,12 +116,7 @@ scale_down() {
     say "draining trainer-$index (pid $pid)"
     kill -TERM "$pid" 2>/dev/null || true
   done
-  for _ in $(seq 600); do
-    alive=0
-    for v in "${victims[@]}"; do kill -0 "${v#* }" 2>/dev/null && alive=1; done
-    [ $alive -eq 0 ] && break
-    sleep 0.1
-  done
+  wait_for_exit 60 "${victims[@]#* }" || true
   for v in "${victims[@]}"; do
     read -r index pid <<< "$v"
     report_drained "$index" "$pid" || ok=1

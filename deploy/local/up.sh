@@ -42,6 +42,8 @@ for arg in "$@"; do
 done
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=deploy/local/processes.sh
+source "$repo/deploy/local/processes.sh"
 cd "$repo"
 say() { echo "[up] $*"; }
 
@@ -69,13 +71,7 @@ trainer_pids=()
 stop_processes() {
   [ $# -gt 0 ] || return 0
   kill -TERM "$@" 2>/dev/null || true
-  for _ in $(seq 50); do
-    alive=0
-    for pid in "$@"; do kill -0 "$pid" 2>/dev/null && alive=1; done
-    [ $alive -eq 0 ] && break
-    sleep 0.2
-  done
-  kill -KILL "$@" 2>/dev/null || true
+  wait_for_exit 10 "$@" || kill -KILL "$@" 2>/dev/null || true
 }
 cleanup() {
   trap - INT TERM EXIT
