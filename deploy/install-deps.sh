@@ -9,6 +9,7 @@ PACKAGES=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libabsl-dev libboost-dev libboost-system-dev libgtest-dev libgmock-dev
   bible-kjv bible-kjv-text
+  slurm-wlm munge jq iproute2
 )
 
 missing=()
