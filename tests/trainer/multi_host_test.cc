@@ -2,7 +2,8 @@
 // and 3 trainers, each in its own network namespace with its own address on
 // a bridge, binding and connecting only to those addresses (loopback is
 // down everywhere). Run without and with link caps (tbf: 1 Gbit/s per
-// trainer, 4 Gbit/s per shard). Every unit must be committed, the job done
+// trainer, 4 Gbit/s per shard; SPOTPS_MULTIHOST_TRAINER_MBIT and
+// SPOTPS_MULTIHOST_SHARD_MBIT change them). Every unit must be committed, the job done
 // and the validation loss well below its start. Each run prints
 //   multihost: caps=... tokens_per_s=... units=... duplicated=... reissued=... val_loss=...
 // Needs root: without it the test fails, it does not skip.
@@ -11,6 +12,7 @@
 
 #include <regex>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/atomic_file.h"
@@ -51,13 +53,20 @@ class MultiHostTest : public ::testing::Test {
   testing::TempDir dir_;
 };
 
+// A cap in Mbit/s: $name if set (to try other rates by hand), else `fallback`.
+int64_t CapFromEnv(const char* name, int64_t fallback) {
+  const char* value = getenv(name);
+  int64_t mbit = 0;
+  return value != nullptr && absl::SimpleAtoi(value, &mbit) && mbit > 0 ? mbit : fallback;
+}
+
 void MultiHostTest::RunJob(bool caps) {
   const std::string dir = dir_.path();
+  const int64_t shard_mbit = caps ? CapFromEnv("SPOTPS_MULTIHOST_SHARD_MBIT", 4000) : 0;
+  const int64_t trainer_mbit = caps ? CapFromEnv("SPOTPS_MULTIHOST_TRAINER_MBIT", 1000) : 0;
   std::vector<testing::HostSpec> specs;
-  for (int i = 0; i < kShards; ++i) specs.push_back({absl::StrCat("shard", i), caps ? 4000 : 0});
-  for (int i = 0; i < kTrainers; ++i) {
-    specs.push_back({absl::StrCat("trainer", i), caps ? 1000 : 0});
-  }
+  for (int i = 0; i < kShards; ++i) specs.push_back({absl::StrCat("shard", i), shard_mbit});
+  for (int i = 0; i < kTrainers; ++i) specs.push_back({absl::StrCat("trainer", i), trainer_mbit});
   auto made = NetworkHosts::Create(specs);
   if (caps && made.status().code() == absl::StatusCode::kUnimplemented) {
     GTEST_SKIP() << "this kernel cannot cap links: " << made.status();
@@ -171,7 +180,9 @@ void MultiHostTest::RunJob(bool caps) {
     ASSERT_TRUE(code.ok()) << code.status();
     EXPECT_EQ(*code, 0);
   }
-  std::cout << "multihost: caps=" << (caps ? "trainers_1gbit_shards_4gbit" : "none")
+  std::cout << "multihost: caps="
+            << (caps ? absl::StrCat("trainers_", trainer_mbit, "mbit_shards_", shard_mbit, "mbit")
+                     : "none")
             << " tokens_per_s=" << static_cast<int64_t>(tokens_per_s)
             << " shard_traffic_mbit_s=" << static_cast<int64_t>(shard_mbit_s)
             << " units=" << committed << " duplicated=" << duplicated << " reissued=" << reissued
