@@ -23,8 +23,20 @@ for b in sbatch squeue scancel scontrol slurmctld slurmd munged jq; do
   command -v "$b" > /dev/null || fail "$b is missing: run deploy/install-deps.sh (slurm-wlm, munge, jq)"
 done
 
+# Clusters of earlier runs that died without cleaning up (killed at their
+# timeout): their owner pid is gone.
+for old in "${TMPDIR:-/tmp}"/spotps-slurm-test-*; do
+  [ -f "$old/owner.pid" ] || continue
+  kill -0 "$(cat "$old/owner.pid")" 2>/dev/null && continue
+  echo "[slurm-test] sweeping the leftovers of a dead run in $old"
+  "$repo/deploy/slurm/local-cluster.sh" stop "$old/cluster" > /dev/null 2>&1 || true
+  for pid in $(pgrep -f -- "$old" || true); do kill -KILL "$pid" 2>/dev/null || true; done
+  rm -rf "$old"
+done
+
 work=$(mktemp -d "${TMPDIR:-/tmp}/spotps-slurm-test-XXXXXX")
 chmod 755 "$work"
+echo $$ > "$work/owner.pid"
 cluster=$work/cluster
 job=$work/job
 # Processes of this test: anything whose command line names $work.
