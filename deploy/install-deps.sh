@@ -13,6 +13,8 @@ PACKAGES=(
   clang libclang-rt-14-dev libomp-dev
   # Deployment tests: dpkg-shlibdeps (the .deb's Depends), YAML parsing.
   dpkg-dev python3-yaml
+  # Slurm and multi-host tests: a one-node cluster, JSON, network namespaces.
+  slurm-wlm munge jq iproute2
 )
 
 # kubectl renders the Kubernetes manifests (kubectl kustomize) in the
