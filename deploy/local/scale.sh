@@ -14,8 +14,8 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-# shellcheck source=deploy/local/processes.sh
-source "$repo/deploy/local/processes.sh"
+# shellcheck source=deploy/shell-lib.sh
+source "$repo/deploy/shell-lib.sh"
 job_env=$repo/.cache/local-job.env
 say() { echo "[scale] $*"; }
 die() { echo "scale.sh: $*" >&2; exit 1; }
@@ -133,13 +133,6 @@ show_status() {
   echo "added by scale.sh (running):$(live_trainers "$SPOTPS_RUN_DIR" |
     awk '{printf " trainer-%s (pid %s)", $1, $2} END {if (NR == 0) printf " none"}')"
   echo "run dir: $SPOTPS_RUN_DIR"
-}
-
-# N of "up [N]" and "down [N]": a positive integer, 1 if not given.
-count_arg() {
-  local n=${1:-1}
-  [[ "$n" =~ ^[1-9][0-9]*$ ]] || usage_error "N must be a positive integer, got '$n'"
-  count=$n
 }
 
 command=${1:-}

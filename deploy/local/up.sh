@@ -42,8 +42,8 @@ for arg in "$@"; do
 done
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-# shellcheck source=deploy/local/processes.sh
-source "$repo/deploy/local/processes.sh"
+# shellcheck source=deploy/shell-lib.sh
+source "$repo/deploy/shell-lib.sh"
 cd "$repo"
 say() { echo "[up] $*"; }
 

@@ -14,6 +14,8 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=deploy/shell-lib.sh
+source "$repo/deploy/shell-lib.sh"
 job_dir=${SPOTPS_SLURM_JOB_DIR:-$repo/.cache/slurm-job}
 say() { echo "[slurm-scale] $*"; }
 die() { echo "scale.sh: $*" >&2; exit 1; }
@@ -123,13 +125,6 @@ ctl() {
   [ -s "$job_dir/ps.addresses" ] || die "the shards do not serve ($job_dir/ps.addresses is missing)"
   "$SPOTPS_BIN/spotps-ctl" --ps="$(cat "$job_dir/ps.addresses")" \
       --tokens_per_push=$(( SPOTPS_BATCH * SPOTPS_SEQ_LEN )) "$@"
-}
-
-# N of "up [N]" and "down [N]": a positive integer, 1 if not given.
-count_arg() {
-  local n=${1:-1}
-  [[ "$n" =~ ^[1-9][0-9]*$ ]] || usage_error "N must be a positive integer, got '$n'"
-  count=$n
 }
 
 command=${1:-}

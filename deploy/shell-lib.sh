@@ -1,4 +1,4 @@
-# Shell functions shared by up.sh and scale.sh (sourced, not run).
+# Shell functions shared by the deploy/ scripts (sourced, not run).
 
 # wait_for_exit SECONDS PID...: waits until every PID has exited, at most
 # SECONDS; returns 0 if they all did.
@@ -12,4 +12,12 @@ wait_for_exit() {
     [ $SECONDS -ge $deadline ] && return 1
     sleep 0.1
   done
+}
+
+# count_arg [N]: sets `count` to N, a positive integer, 1 if not given;
+# otherwise calls the sourcing script's usage_error.
+count_arg() {
+  local n=${1:-1}
+  [[ "$n" =~ ^[1-9][0-9]*$ ]] || usage_error "N must be a positive integer, got '$n'"
+  count=$n
 }
