@@ -8,6 +8,7 @@ PACKAGES=(
   libtorch-dev libdnnl-dev ocl-icd-opencl-dev opencl-headers libopenblas0-pthread
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libabsl-dev libboost-dev libboost-system-dev libgtest-dev libgmock-dev
+  bazel-bootstrap python3
   bible-kjv bible-kjv-text
   # The fuzzers (tests/fuzz): clang with libFuzzer and its OpenMP.
   clang libclang-rt-14-dev libomp-dev

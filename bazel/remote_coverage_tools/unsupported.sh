@@ -1,0 +1,3 @@
+#!/bin/sh
+echo "coverage is not supported in this offline Bazel build" >&2
+exit 1
