@@ -477,6 +477,10 @@ TEST_F(ShardFaultTest, FullDiskFailsTheRoundAndKeepsServing) {
   EXPECT_FALSE(stats->last_checkpoint_error().empty());
   EXPECT_GT(stats->last_checkpoint_error_unix_ms(), 0);
   EXPECT_EQ(stats->last_checkpoint_id(), first->checkpoint_id());
+  for (const auto& entry : std::filesystem::directory_iterator(ckpt1)) {
+    EXPECT_EQ(entry.path().string().find(".tmp"), std::string::npos)
+        << "a failed write left " << entry.path();
+  }
   std::cout << "faults: disk full: " << stats->last_checkpoint_error() << std::endl;
   // spotps-ctl shows it, in text and JSON.
   for (const bool json : {false, true}) {
