@@ -202,13 +202,25 @@ TEST_F(PartitionTest, TrainerCutOffRejoinsAndNothingIsAppliedTwice) {
 }
 
 // 1b: shard 1 cut off from shard 0 while checkpoint rounds run every 2 s:
-// those rounds fail, later ones succeed, and the newest id both shards hold
-// is readable and intact on each.
+// a round in the cut fails (or waits, retrying, until the heal), later ones
+// succeed, and the newest id both shards hold is readable and intact on each.
 TEST_F(PartitionTest, CheckpointRoundsAcrossAPartitionNeverTear) {
   PartitionResult r;
   RunJob(/*cut=*/1, absl::Seconds(6), /*durable=*/true, 60, &r);
+  // A round ran into the cut: it either failed (and a later one succeeded)
+  // or its WriteCheckpoint to shard 1 was retried until the link came back,
+  // so it took most of the cut.
   const std::string shard0_log = *ReadFile(dir_.path() + "/shard0.log");
-  EXPECT_NE(shard0_log.find("checkpoint round failed"), std::string::npos) << shard0_log;
+  double slowest_round_s = 0;
+  const std::regex written_re("written by 2 shards in ([0-9.]+) s");
+  for (auto it = std::sregex_iterator(shard0_log.begin(), shard0_log.end(), written_re);
+       it != std::sregex_iterator(); ++it) {
+    slowest_round_s = std::max(slowest_round_s, std::stod((*it)[1]));
+  }
+  EXPECT_TRUE(shard0_log.find("checkpoint round failed") != std::string::npos ||
+              slowest_round_s > 2.0)
+      << shard0_log;
+  EXPECT_GT(slowest_round_s, 0) << "no round succeeded\n" << shard0_log;
   auto dir0 = CheckpointDirectory::Open(dir_.path() + "/ckpt0", 0, 3);
   auto dir1 = CheckpointDirectory::Open(dir_.path() + "/ckpt1", 1, 3);
   ASSERT_TRUE(dir0.ok() && dir1.ok());
