@@ -44,6 +44,9 @@ ABSL_FLAG(int64_t, eval_every, 0, "Validation loss every N steps; 0: only at the
 ABSL_FLAG(int64_t, eval_batches, 8, "Validation batches per evaluation; 0: none.");
 ABSL_FLAG(bool, overlap, true, "Overlap pull/push with compute.");
 ABSL_FLAG(double, ps_timeout_s, 120, "Keep retrying an unreachable cluster this long.");
+ABSL_FLAG(double, rpc_deadline_s, 60,
+          "Deadline of each attempt of an RPC to a shard or the coordinator (a stalled shard "
+          "is retried after it).");
 ABSL_FLAG(double, drain_deadline_s, 30,
           "After SIGTERM/SIGINT or a spot notice, finish the step within this, or drop it.");
 ABSL_FLAG(bool, watch_spot_notice, false,
@@ -70,7 +73,9 @@ absl::StatusOr<std::unique_ptr<spotps::CoordinatorClient>> CoordinatorFromFlags(
     const std::string ps = absl::GetFlag(FLAGS_ps);
     address = ps.substr(0, ps.find(','));  // Shard 0 hosts the coordinator.
   }
-  auto client = spotps::CoordinatorClient::Connect(address);
+  spotps::RetryPolicy policy;
+  policy.deadline = absl::Seconds(absl::GetFlag(FLAGS_rpc_deadline_s));
+  auto client = spotps::CoordinatorClient::Connect(address, policy);
   if (!client.ok() || spotps::CheckFlagsOnly()) return client;  // No probe when checking.
   absl::StatusOr<spotps::v1::ProgressResponse> probe = (*client)->Progress();
   if (probe.ok()) return client;
@@ -147,8 +152,10 @@ int main(int argc, char** argv) {
       spotps::CreateGptModel(*config, absl::GetFlag(FLAGS_seed));
   if (!model.ok()) return RuntimeError(model.status());
 
+  spotps::ClusterOptions cluster_options;
+  cluster_options.retry.deadline = absl::Seconds(absl::GetFlag(FLAGS_rpc_deadline_s));
   absl::StatusOr<std::unique_ptr<spotps::Cluster>> cluster =
-      spotps::Cluster::Connect(absl::GetFlag(FLAGS_ps));
+      spotps::Cluster::Connect(absl::GetFlag(FLAGS_ps), cluster_options);
   if (!cluster.ok()) return RuntimeError(cluster.status());
   if (*coordinator != nullptr) {
     auto joined = spotps::WorkerMembership::Join(coordinator->get(), options->name);

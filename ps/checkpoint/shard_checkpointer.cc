@@ -50,7 +50,15 @@ absl::StatusOr<CheckpointWriteResult> ShardCheckpointer::Write(uint64_t id, cons
   const absl::Time start = absl::Now();
   absl::StatusOr<ShardState> state = store.ExportState();
   if (!state.ok()) return state.status();
-  if (absl::Status s = files_.Write(id, *state, extra_blob); !s.ok()) return s;
+  if (absl::Status s = files_.Write(id, *state, extra_blob); !s.ok()) {
+    absl::MutexLock failure_lock(&failure_mu_);
+    last_failure_ = {absl::StrFormat("checkpoint %d: %s", id, s.ToString()), absl::Now()};
+    return s;
+  }
+  {
+    absl::MutexLock failure_lock(&failure_mu_);
+    last_failure_ = Failure();
+  }
   uint64_t seen = last_written_id_.load();
   while (id > seen && !last_written_id_.compare_exchange_weak(seen, id)) {
   }

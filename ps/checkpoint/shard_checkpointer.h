@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "ps/checkpoint/checkpoint_directory.h"
 #include "ps/store/shard_store.h"
 
@@ -51,6 +52,17 @@ class ShardCheckpointer {
   uint64_t restored_id() const { return restored_id_.load(); }
   uint64_t last_written_id() const { return last_written_id_.load(); }
 
+  // The last write that failed on disk (e.g. ENOSPC) and when; cleared by
+  // the next successful write. Empty message and absl::InfinitePast() if none.
+  struct Failure {
+    std::string message;
+    absl::Time time = absl::InfinitePast();
+  };
+  Failure last_failure() const {
+    absl::MutexLock lock(&failure_mu_);
+    return last_failure_;
+  }
+
  private:
   explicit ShardCheckpointer(CheckpointDirectory files) : files_(std::move(files)) {}
 
@@ -58,6 +70,8 @@ class ShardCheckpointer {
   CheckpointDirectory files_;
   std::atomic<uint64_t> restored_id_{0};
   std::atomic<uint64_t> last_written_id_{0};
+  mutable absl::Mutex failure_mu_;
+  Failure last_failure_ ABSL_GUARDED_BY(failure_mu_);
 };
 
 }  // namespace spotps

@@ -278,6 +278,11 @@ grpc::Status ParameterServerService::Stats(grpc::ServerContext*, const v1::Stats
   if (checkpointer_ != nullptr) {
     response->set_restored_checkpoint_id(checkpointer_->restored_id());
     response->set_last_checkpoint_id(checkpointer_->last_written_id());
+    const ShardCheckpointer::Failure failure = checkpointer_->last_failure();
+    if (!failure.message.empty()) {
+      response->set_last_checkpoint_error(failure.message);
+      response->set_last_checkpoint_error_unix_ms(absl::ToUnixMillis(failure.time));
+    }
   }
   return grpc::Status::OK;
 }

@@ -45,12 +45,13 @@ absl::Status TrainingJob::StartShards(bool durable) {
 
 absl::Status TrainingJob::StartTrainer() {
   const int index = static_cast<int>(trainers_.size());
-  auto t = ChildProcess::Start(
-      {BinaryPath("spotps-trainer"), "--ps=" + shards_->addresses(), "--model=tiny",
-       "--data=" + tokens_, absl::StrCat("--batch=", options_.batch),
-       absl::StrCat("--seq_len=", options_.seq_len), "--threads=1",
-       absl::StrCat("--worker_index=", index), "--log_every=20", "--eval_batches=0"},
-      absl::StrCat(dir_, "/trainer", index, ".log"));
+  std::vector<std::string> argv = {
+      BinaryPath("spotps-trainer"), "--ps=" + shards_->addresses(), "--model=tiny",
+      "--data=" + tokens_, absl::StrCat("--batch=", options_.batch),
+      absl::StrCat("--seq_len=", options_.seq_len), "--threads=1",
+      absl::StrCat("--worker_index=", index), "--log_every=20", "--eval_batches=0"};
+  argv.insert(argv.end(), options_.trainer_flags.begin(), options_.trainer_flags.end());
+  auto t = ChildProcess::Start(argv, absl::StrCat(dir_, "/trainer", index, ".log"));
   if (!t.ok()) return t.status();
   trainers_.push_back(*std::move(t));
   return absl::OkStatus();

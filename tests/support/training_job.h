@@ -22,6 +22,8 @@ struct JobOptions {
   // Each trainer step: batch x seq_len tokens of the tiny model.
   int batch = 8;
   int seq_len = 64;
+  // Passed to every trainer after the others (e.g. --rpc_deadline_s=3).
+  std::vector<std::string> trainer_flags;
 };
 
 // Owns the job's processes; their logs and checkpoints go to `dir`.

@@ -8,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 
 namespace spotps {
 namespace {
@@ -89,6 +91,15 @@ std::string ShardsText(const StatusReport& r) {
     rows.push_back(ShardRow(i, r.addresses[i], r.shards[i]));
   }
   std::string out = absl::StrCat("shards: ", r.shards.size(), "\n", FormatTable(rows));
+  for (size_t i = 0; i < r.shards.size(); ++i) {
+    const v1::StatsResponse& s = r.shards[i];
+    if (s.last_checkpoint_error().empty()) continue;
+    absl::StrAppend(&out, "checkpoint failed: shard ", i, " at ",
+                    absl::FormatTime("%Y-%m-%dT%H:%M:%SZ",
+                                     absl::FromUnixMillis(s.last_checkpoint_error_unix_ms()),
+                                     absl::UTCTimeZone()),
+                    ": ", s.last_checkpoint_error(), "\n");
+  }
   for (const std::string& w : r.warnings) absl::StrAppend(&out, "warning: ", w, "\n");
   return out;
 }
@@ -222,6 +233,8 @@ std::string ShardJson(size_t index, const std::string& address, const v1::StatsR
       {"incarnation", JsonString(absl::StrFormat("%016x", s.incarnation()))},
       {"restored_checkpoint_id", absl::StrCat(s.restored_checkpoint_id())},
       {"last_checkpoint_id", absl::StrCat(s.last_checkpoint_id())},
+      {"last_checkpoint_error", JsonString(s.last_checkpoint_error())},
+      {"last_checkpoint_error_unix_ms", absl::StrCat(s.last_checkpoint_error_unix_ms())},
   });
 }
 
