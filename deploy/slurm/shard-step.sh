@@ -16,6 +16,8 @@ index=$2
 shift 2
 # shellcheck source=/dev/null
 source "$job_dir/job.env"
+# shellcheck source=deploy/shell-lib.sh
+source "$SPOTPS_REPO/deploy/shell-lib.sh"
 
 # submit.sh --shard_flags: extra spotps-ps flags, split on spaces.
 read -r -a extra_flags <<< "$SPOTPS_SHARD_FLAGS"
@@ -44,11 +46,7 @@ echo "$host:$(cat "$port_file")" > "$job_dir/shard$index.addr.tmp"
 mv "$job_dir/shard$index.addr.tmp" "$job_dir/shard$index.addr"
 echo "shard-step: shard $index serves at $host:$(cat "$port_file") (node ${SLURMD_NODENAME:-?})"
 
-# A trapped signal interrupts `wait`; keep waiting until the shard is gone.
 status=0
-while :; do
-  wait "$pid" && status=0 || status=$?
-  kill -0 "$pid" 2>/dev/null || break
-done
+wait_for_child "$pid" || status=$?
 echo "shard-step: shard $index exited with status $status"
 exit "$status"

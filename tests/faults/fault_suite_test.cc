@@ -169,8 +169,10 @@ void PartitionTest::RunJob(int cut, absl::Duration cut_for, bool durable, int un
   units_lost += std::max<int64_t>(0, units - result->committed);
   EXPECT_EQ(result->committed, units) << *final_status << LogTails(dir);
   // A unit trained twice is counted as duplicated, never committed twice:
-  // the trainers' first commits are exactly the committed units.
-  EXPECT_EQ(units_trained, result->committed) << *final_status;
+  // the trainers' first commits are at most the committed units (a commit
+  // whose reply a partition cut off counts on the coordinator, not in the
+  // trainer's summary).
+  EXPECT_LE(units_trained, result->committed) << *final_status;
   // No shard applied a push id twice: each applied at most what was pushed.
   const std::regex applied_re("\"pushes_applied\":([0-9]+)");
   int shards_seen = 0;
