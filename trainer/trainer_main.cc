@@ -202,5 +202,6 @@ int main(int argc, char** argv) {
       static_cast<long long>(summary->pushes_dropped),
       static_cast<long long>(summary->units_committed), summary->job_done ? 1 : 0,
       summary->first_push_s, absl::ToDoubleMilliseconds(drain.drain_time()));
+  std::fflush(stdout);  // The summary is the line scripts look for.
   return 0;
 }

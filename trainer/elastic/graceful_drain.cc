@@ -28,6 +28,18 @@ GracefulDrain::~GracefulDrain() {
   Finished();
   io_.stop();
   io_thread_.join();
+  IgnoreFurtherSignals();
+}
+
+void GracefulDrain::IgnoreFurtherSignals() {
+  // Removing the signals from the set restores their default actions, and a
+  // second SIGTERM (Slurm's scancel signals the trainer and its batch shell,
+  // which passes the signal on) would then kill a trainer that drained and
+  // is on its way out with status 143: ignore them instead.
+  boost::system::error_code ignored;
+  signals_.clear(ignored);
+  std::signal(SIGTERM, SIG_IGN);
+  std::signal(SIGINT, SIG_IGN);
 }
 
 void GracefulDrain::Begin(const std::string& reason) {
@@ -52,7 +64,11 @@ void GracefulDrain::ArmDeadline() {
 
 void GracefulDrain::Finished() {
   if (finished_.HasBeenNotified()) return;
-  if (stop_.load()) drain_time_ = absl::Now() - begin_time_;
+  if (stop_.load()) {
+    drain_time_ = absl::Now() - begin_time_;
+    // Drained: the process only leaves from here on.
+    boost::asio::post(io_, [this] { IgnoreFurtherSignals(); });
+  }
   finished_.Notify();
 }
 

@@ -39,6 +39,8 @@ class GracefulDrain {
  private:
   // On the io thread: arms the deadline timer.
   void ArmDeadline();
+  // On the io thread, or once it is gone: SIGTERM and SIGINT are ignored.
+  void IgnoreFurtherSignals();
 
   const absl::Duration deadline_;
   const std::function<void()> on_deadline_;
