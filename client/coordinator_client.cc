@@ -5,11 +5,13 @@
 #include "absl/strings/str_cat.h"
 #include "common/rpc_retry.h"
 #include "spotps/v1/coordinator.grpc.pb.h"
+#include "spotps/v1/training_report.grpc.pb.h"
 
 namespace spotps {
 
 struct CoordinatorClient::Connection {
   std::unique_ptr<v1::Coordinator::Stub> stub;
+  std::unique_ptr<v1::TrainingReports::Stub> reports;  // Same channel.
 };
 
 absl::StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Connect(
@@ -26,8 +28,10 @@ CoordinatorClient::CoordinatorClient(std::string address, const RetryPolicy& pol
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-  connection_ = std::make_unique<Connection>(Connection{v1::Coordinator::NewStub(
-      grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args))});
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
+  connection_ = std::make_unique<Connection>(
+      Connection{v1::Coordinator::NewStub(channel), v1::TrainingReports::NewStub(channel)});
 }
 
 CoordinatorClient::~CoordinatorClient() = default;
@@ -123,6 +127,18 @@ absl::StatusOr<v1::CheckpointNowResponse> CoordinatorClient::CheckpointNow() {
                                  });
   if (!s.ok()) return s;
   return response;
+}
+
+absl::Status CoordinatorClient::Report(const v1::TrainingReportRequest& report,
+                                       absl::Duration deadline) {
+  RetryPolicy once = policy_;
+  once.max_attempts = 1;
+  once.deadline = deadline;
+  v1::TrainingReportResponse response;
+  return CallWithRetry(once, absl::StrCat("coordinator ", address_, " Report"),
+                       [&](grpc::ClientContext* ctx) {
+                         return connection_->reports->Report(ctx, report, &response);
+                       });
 }
 
 }  // namespace spotps

@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "common/retry_policy.h"
 #include "spotps/v1/coordinator.pb.h"
+#include "spotps/v1/training_report.pb.h"
 
 namespace spotps {
 
@@ -45,6 +46,10 @@ class CoordinatorClient {
   // FAILED_PRECONDITION before the model is initialised; UNIMPLEMENTED if
   // the shards run without --checkpoint_dir.
   absl::StatusOr<v1::CheckpointNowResponse> CheckpointNow();
+  // Reports a trainer's losses and throughput for the status page. Best
+  // effort: one attempt with a deadline of `deadline`, no retries.
+  absl::Status Report(const v1::TrainingReportRequest& report,
+                      absl::Duration deadline = absl::Seconds(2));
 
  private:
   CoordinatorClient(std::string address, const RetryPolicy& policy);

@@ -16,6 +16,9 @@ PACKAGES=(
   dpkg-dev python3-yaml
   # Slurm and multi-host tests: a one-node cluster, JSON, network namespaces.
   slurm-wlm munge jq iproute2
+  # Operations tests: a real Prometheus server scrapes a job, a headless
+  # browser loads shard 0's status page.
+  prometheus chromium
 )
 
 # kubectl renders the Kubernetes manifests (kubectl kustomize) in the

@@ -22,6 +22,7 @@
 #include "common/atomic_file.h"
 #include "common/command_line.h"
 #include "common/exit_status.h"
+#include "common/http_endpoint.h"
 #include "common/log.h"
 #include "common/transport_args.h"
 #include "ps/checkpoint/checkpoint_round_driver.h"
@@ -30,6 +31,9 @@
 #include "ps/coordination/sync_round_driver.h"
 #include "ps/rpc/coordinator_service.h"
 #include "ps/rpc/parameter_server_service.h"
+#include "ps/rpc/shard_metrics.h"
+#include "ps/rpc/status_page.h"
+#include "ps/rpc/training_report_service.h"
 #include "ps/store/shard_store.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:7000", "Address to serve on; port 0 picks a free port.");
@@ -74,6 +78,9 @@ ABSL_FLAG(int, keep_checkpoints, 3, "Checkpoints kept per shard.");
 ABSL_FLAG(std::string, peers, "",
           "Shard 0 with checkpoints or sync mode: the other shards' addresses host:port,... "
           "from shard 1 on.");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "Serve Prometheus metrics at http://host:port/metrics (port 0 picks a free one); "
+          "shard 0 also serves its status page at / there. Empty: off.");
 
 namespace {
 
@@ -186,6 +193,24 @@ absl::StatusOr<std::unique_ptr<spotps::ShardCheckpointer>> RestoreFromFlags(
   return checkpointer;
 }
 
+// The --metrics_listen endpoint: /metrics, and on shard 0 the status page.
+absl::StatusOr<std::unique_ptr<spotps::HttpEndpoint>> StartMetricsEndpoint(
+    spotps::MetricsRegistry* registry, spotps::StatusPage* page) {
+  std::map<std::string, spotps::HttpHandler> handlers;
+  handlers["/metrics"] = [registry] {
+    return spotps::HttpReply{200, "text/plain; version=0.0.4; charset=utf-8", registry->Render()};
+  };
+  if (page != nullptr) {
+    handlers["/"] = [] {
+      return spotps::HttpReply{200, "text/html; charset=utf-8", spotps::StatusPage::Html()};
+    };
+    handlers["/status.json"] = [page] {
+      return spotps::HttpReply{200, "application/json", page->Json()};
+    };
+  }
+  return spotps::HttpEndpoint::Start(absl::GetFlag(FLAGS_metrics_listen), std::move(handlers));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -210,6 +235,12 @@ int main(int argc, char** argv) {
     return UsageError(absl::InvalidArgumentError(
         "--consistency=sync needs shard 0 to coordinate (--epochs): rounds close there"));
   }
+  if (const std::string m = absl::GetFlag(FLAGS_metrics_listen); !m.empty()) {
+    if (absl::Status s = spotps::HttpEndpoint::CheckListenAddress(m); !s.ok()) {
+      return UsageError(
+          absl::InvalidArgumentError(absl::StrCat("--metrics_listen: ", s.message())));
+    }
+  }
   if (spotps::CheckFlagsOnly()) return spotps::kExitSuccess;
 
   absl::StatusOr<std::unique_ptr<spotps::ShardCheckpointer>> checkpointer =
@@ -228,7 +259,36 @@ int main(int argc, char** argv) {
         std::make_unique<spotps::SyncRoundDriver>(store->get(), coordinator->get(), peers->get());
   }
 
-  spotps::ParameterServerService service(store->get(), checkpointer->get(), RandomIncarnation());
+  // Trainers' losses and throughput, for the status page (shard 0).
+  std::unique_ptr<spotps::TrainingHistory> history;
+  std::unique_ptr<spotps::TrainingReportService> report_service;
+  if (*coordinator != nullptr) {
+    history = std::make_unique<spotps::TrainingHistory>();
+    report_service =
+        std::make_unique<spotps::TrainingReportService>(coordinator->get(), history.get());
+  }
+  spotps::MetricsRegistry metrics_registry;
+  std::unique_ptr<spotps::ShardMetrics> metrics;
+  std::unique_ptr<spotps::StatusPage> status_page;
+  std::unique_ptr<spotps::HttpEndpoint> metrics_endpoint;
+  if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
+    metrics = std::make_unique<spotps::ShardMetrics>(
+        &metrics_registry, store->get(), checkpointer->get(), coordinator->get(), history.get());
+    if (options->shard_index == 0) {
+      status_page = std::make_unique<spotps::StatusPage>(
+          store->get(), checkpointer->get(), coordinator->get(), history.get(), peers->get());
+    }
+    auto endpoint = StartMetricsEndpoint(&metrics_registry, status_page.get());
+    if (!endpoint.ok()) return RuntimeError(endpoint.status());
+    metrics_endpoint = *std::move(endpoint);
+    std::printf("spotps-ps: metrics on http://%s:%d/metrics%s\n",
+                absl::GetFlag(FLAGS_metrics_listen)
+                    .substr(0, absl::GetFlag(FLAGS_metrics_listen).rfind(':'))
+                    .c_str(),
+                metrics_endpoint->port(), status_page != nullptr ? ", status page at /" : "");
+  }
+  spotps::ParameterServerService service(store->get(), checkpointer->get(), RandomIncarnation(),
+                                         metrics.get());
   std::unique_ptr<spotps::CoordinatorService> coordinator_service;
   const int max_bytes = static_cast<int>(absl::GetFlag(FLAGS_max_message_mb) << 20);
   int port = 0;
@@ -247,6 +307,7 @@ int main(int argc, char** argv) {
     coordinator_service =
         std::make_unique<spotps::CoordinatorService>(coordinator->get(), rounds.get());
     builder.RegisterService(coordinator_service.get());
+    builder.RegisterService(report_service.get());
   }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
@@ -285,6 +346,7 @@ int main(int argc, char** argv) {
   });
   std::thread signal_thread([&io] { io.run(); });
   server->Wait();
+  metrics_endpoint.reset();
   sync_rounds.reset();
   rounds.reset();
   io.stop();

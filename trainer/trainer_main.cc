@@ -20,10 +20,13 @@
 #include "client/coordinator_client.h"
 #include "common/command_line.h"
 #include "common/exit_status.h"
+#include "common/http_endpoint.h"
 #include "common/log.h"
+#include "common/metrics_registry.h"
 #include "common/transport_args.h"
 #include "trainer/elastic/graceful_drain.h"
 #include "trainer/elastic/spot_notice_watcher.h"
+#include "trainer/elastic/training_telemetry.h"
 #include "trainer/elastic/training_worker.h"
 #include "trainer/elastic/worker_membership.h"
 #include "trainer/model/model_flags.h"
@@ -58,6 +61,9 @@ ABSL_FLAG(double, spot_poll_s, 5, "Seconds between spot-notice polls.");
 ABSL_FLAG(std::string, coordinator, "auto",
           "Work units from this coordinator (host:port); auto: shard 0 if it hosts one; "
           "none: train an endless stream of this worker's own samples.");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "Serve Prometheus metrics at http://host:port/metrics (port 0 picks a free one). "
+          "Empty: off.");
 
 namespace {
 
@@ -141,6 +147,12 @@ int main(int argc, char** argv) {
   if (absl::Status s = spotps::Cluster::Connect(absl::GetFlag(FLAGS_ps)).status(); !s.ok()) {
     return UsageError(s);
   }
+  if (const std::string m = absl::GetFlag(FLAGS_metrics_listen); !m.empty()) {
+    if (absl::Status s = spotps::HttpEndpoint::CheckListenAddress(m); !s.ok()) {
+      return UsageError(
+          absl::InvalidArgumentError(absl::StrCat("--metrics_listen: ", s.message())));
+    }
+  }
   if (spotps::CheckFlagsOnly()) return spotps::kExitSuccess;
   absl::StatusOr<spotps::TokenDataset> data = spotps::TokenDataset::Open(absl::GetFlag(FLAGS_data));
   if (!data.ok()) return RuntimeError(data.status());
@@ -161,6 +173,26 @@ int main(int argc, char** argv) {
     auto joined = spotps::WorkerMembership::Join(coordinator->get(), options->name);
     if (!joined.ok()) return RuntimeError(joined.status());
     membership = *std::move(joined);
+  }
+  // Metrics on --metrics_listen and loss reports to the coordinator.
+  spotps::MetricsRegistry metrics_registry;
+  std::unique_ptr<spotps::HttpEndpoint> metrics_endpoint;
+  const bool serve_metrics = !absl::GetFlag(FLAGS_metrics_listen).empty();
+  spotps::TrainingTelemetry telemetry(serve_metrics ? &metrics_registry : nullptr,
+                                      coordinator->get(), membership.get(), options->name,
+                                      [&drain] { return drain.draining(); });
+  options->on_step = [&telemetry](const spotps::StepRecord& r) { telemetry.OnStep(r); };
+  options->on_eval = [&telemetry](int64_t steps, double val) { telemetry.OnEval(steps, val); };
+  if (serve_metrics) {
+    auto endpoint = spotps::HttpEndpoint::Start(
+        absl::GetFlag(FLAGS_metrics_listen),
+        {{"/metrics", [&metrics_registry] {
+            return spotps::HttpReply{200, "text/plain; version=0.0.4; charset=utf-8",
+                                     metrics_registry.Render()};
+          }}});
+    if (!endpoint.ok()) return RuntimeError(endpoint.status());
+    metrics_endpoint = *std::move(endpoint);
+    std::printf("[%s] metrics on port %d\n", options->name.c_str(), metrics_endpoint->port());
   }
   absl::StatusOr<std::unique_ptr<spotps::TrainingWorker>> worker = spotps::TrainingWorker::Create(
       cluster->get(), *model, &*data, *options, {coordinator->get(), membership.get()});
@@ -188,6 +220,7 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
       });
   drain.Finished();
+  telemetry.Finish();
   if (spot_watcher != nullptr) spot_watcher->Stop();
   if (membership != nullptr) membership->Leave();
   if (!summary.ok()) return RuntimeError(summary.status());

@@ -103,7 +103,8 @@ start_shard() {
   "$bin/spotps-ps" --listen=127.0.0.1:0 --port_file="$run_dir/shard$i.port" \
       --shard_index="$i" --num_shards="$SHARDS" --optimizer=adamw --lr="$LR" \
       --warmup_steps=50 --weight_decay=0.01 --beta2=0.99 --consistency="$CONSISTENCY" \
-      --checkpoint_dir="$run_dir/checkpoints/shard$i" "$@" > "$run_dir/shard$i.log" 2>&1 &
+      --checkpoint_dir="$run_dir/checkpoints/shard$i" --metrics_listen=127.0.0.1:0 \
+      "$@" > "$run_dir/shard$i.log" 2>&1 &
   shard_pids+=($!)
   for _ in $(seq 100); do [ -s "$run_dir/shard$i.port" ] && break; sleep 0.1; done
   [ -s "$run_dir/shard$i.port" ] || { cat "$run_dir/shard$i.log"; exit 1; }
@@ -117,12 +118,23 @@ start_shard 0 --epochs="$EPOCHS" --units_per_epoch="$units" --checkpoint_every_s
     --peers="$peers"
 addresses="127.0.0.1:$(cat "$run_dir/shard0.port")${peers:+,$peers}"
 say "shards at $addresses"
+# Shard 0 serves the status page on its metrics port (every process serves
+# Prometheus metrics at /metrics on a port of its own; see its log).
+status_port=""
+for _ in $(seq 100); do
+  status_port=$(sed -n -E 's|.*metrics on http://[^:]*:([0-9]+)/metrics, status page.*|\1|p' \
+                "$run_dir/shard0.log")
+  [ -n "$status_port" ] && break
+  sleep 0.1
+done
+[ -n "$status_port" ] && say "status page: http://127.0.0.1:$status_port/ (metrics at /metrics)"
 
 say "starting $WORKERS trainers: model=$MODEL dtype=$DTYPE batch=$BATCH seq_len=$SEQ_LEN for ${SECONDS_TO_TRAIN}s"
 for i in $(seq 0 $((WORKERS - 1))); do
   "$bin/spotps-trainer" --ps="$addresses" --model="$MODEL" --data="$data" --dtype="$DTYPE" \
       --batch="$BATCH" --seq_len="$SEQ_LEN" --max_seconds="$SECONDS_TO_TRAIN" \
-      --threads=$trainer_threads --worker_index=$i --log_every=20 --eval_batches=0 \
+      --threads=$trainer_threads --worker_index=$i --log_every=20 --eval_every=100 \
+      --eval_batches=4 --metrics_listen=127.0.0.1:0 \
       > >(tee "$run_dir/trainer$i.log") 2>&1 &
   trainer_pids+=($!)
 done

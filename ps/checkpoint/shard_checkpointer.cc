@@ -66,6 +66,10 @@ absl::StatusOr<CheckpointWriteResult> ShardCheckpointer::Write(uint64_t id, cons
   result.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   struct stat st;
   if (::stat(files_.PathOf(id).c_str(), &st) == 0) result.bytes = static_cast<uint64_t>(st.st_size);
+  {
+    absl::MutexLock success_lock(&failure_mu_);
+    last_success_ = {id, absl::Now(), result.seconds, result.bytes};
+  }
   return result;
 }
 

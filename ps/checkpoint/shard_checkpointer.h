@@ -63,6 +63,19 @@ class ShardCheckpointer {
     return last_failure_;
   }
 
+  // The last write that succeeded: when it ended and how long it took
+  // (for --metrics_listen). Time absl::InfinitePast() if none yet.
+  struct Success {
+    uint64_t id = 0;
+    absl::Time time = absl::InfinitePast();
+    double seconds = 0;
+    uint64_t bytes = 0;
+  };
+  Success last_success() const {
+    absl::MutexLock lock(&failure_mu_);
+    return last_success_;
+  }
+
  private:
   explicit ShardCheckpointer(CheckpointDirectory files) : files_(std::move(files)) {}
 
@@ -72,6 +85,7 @@ class ShardCheckpointer {
   std::atomic<uint64_t> last_written_id_{0};
   mutable absl::Mutex failure_mu_;
   Failure last_failure_ ABSL_GUARDED_BY(failure_mu_);
+  Success last_success_ ABSL_GUARDED_BY(failure_mu_);
 };
 
 }  // namespace spotps

@@ -172,6 +172,30 @@ grpc::Status ParameterServerService::Init(grpc::ServerContext* context,
 grpc::Status ParameterServerService::Pull(grpc::ServerContext* context,
                                           const v1::PullRequest* request,
                                           grpc::ServerWriter<v1::PullResponse>* writer) {
+  const absl::Time start = absl::Now();
+  grpc::Status status = ServePull(context, request, writer);
+  if (metrics_ != nullptr) metrics_->ObservePull(absl::Now() - start, status);
+  return status;
+}
+
+grpc::Status ParameterServerService::Push(grpc::ServerContext* context,
+                                          grpc::ServerReader<v1::PushRequest>* reader,
+                                          v1::PushResponse* response) {
+  const absl::Time start = absl::Now();
+  absl::Duration apply = absl::ZeroDuration();
+  grpc::Status status = ServePush(context, reader, response, &apply);
+  if (metrics_ != nullptr) {
+    metrics_->ObservePush(absl::Now() - start, apply, status);
+    if (status.ok() && !response->duplicate()) {
+      for (uint64_t staleness : response->staleness()) metrics_->ObserveStaleness(staleness);
+    }
+  }
+  return status;
+}
+
+grpc::Status ParameterServerService::ServePull(grpc::ServerContext* context,
+                                               const v1::PullRequest* request,
+                                               grpc::ServerWriter<v1::PullResponse>* writer) {
   if (!store_->initialized()) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         "model is not initialised on this shard: a trainer must call Init first");
@@ -218,9 +242,9 @@ grpc::Status ParameterServerService::Pull(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status ParameterServerService::Push(grpc::ServerContext* context,
-                                          grpc::ServerReader<v1::PushRequest>* reader,
-                                          v1::PushResponse* response) {
+grpc::Status ParameterServerService::ServePush(grpc::ServerContext* context,
+                                               grpc::ServerReader<v1::PushRequest>* reader,
+                                               v1::PushResponse* response, absl::Duration* apply) {
   if (!store_->initialized()) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         "model is not initialised on this shard: a trainer must call Init first");
@@ -255,7 +279,9 @@ grpc::Status ParameterServerService::Push(grpc::ServerContext* context,
       !s.ok()) {
     return s;
   }
+  const absl::Time apply_start = absl::Now();
   absl::StatusOr<PushOutcome> outcome = store_->Push(push_id, dtype, ranges, &announced);
+  *apply = absl::Now() - apply_start;
   if (!outcome.ok()) return ToGrpcStatus(outcome.status());
   // Counted only once accepted: a refused push changes no counter but the
   // store's rejection counts.

@@ -4,6 +4,7 @@
 #define SPOTPS_PS_RPC_PARAMETER_SERVER_SERVICE_H_
 
 #include "ps/checkpoint/shard_checkpointer.h"
+#include "ps/rpc/shard_metrics.h"
 #include "ps/store/shard_store.h"
 #include "spotps/v1/parameter_server.grpc.pb.h"
 
@@ -21,9 +22,11 @@ namespace spotps {
 class ParameterServerService final : public v1::ParameterServer::Service {
  public:
   // `checkpointer` may be null (no --checkpoint_dir). `incarnation` tells
-  // clients and shard 0 this process apart from an earlier one.
-  ParameterServerService(ShardStore* store, ShardCheckpointer* checkpointer, uint64_t incarnation)
-      : store_(store), checkpointer_(checkpointer), incarnation_(incarnation) {}
+  // clients and shard 0 this process apart from an earlier one. `metrics`
+  // (may be null) counts pulls and pushes for --metrics_listen.
+  ParameterServerService(ShardStore* store, ShardCheckpointer* checkpointer, uint64_t incarnation,
+                         ShardMetrics* metrics = nullptr)
+      : store_(store), checkpointer_(checkpointer), incarnation_(incarnation), metrics_(metrics) {}
 
   grpc::Status GetLayout(grpc::ServerContext* context, const v1::GetLayoutRequest* request,
                          v1::GetLayoutResponse* response) override;
@@ -42,9 +45,16 @@ class ParameterServerService final : public v1::ParameterServer::Service {
                           v1::ApplyRoundResponse* response) override;
 
  private:
+  grpc::Status ServePull(grpc::ServerContext* context, const v1::PullRequest* request,
+                         grpc::ServerWriter<v1::PullResponse>* writer);
+  // `apply` receives the time the store took to apply the push.
+  grpc::Status ServePush(grpc::ServerContext* context, grpc::ServerReader<v1::PushRequest>* reader,
+                         v1::PushResponse* response, absl::Duration* apply);
+
   ShardStore* const store_;
   ShardCheckpointer* const checkpointer_;
   const uint64_t incarnation_;
+  ShardMetrics* const metrics_;
 };
 
 }  // namespace spotps

@@ -210,6 +210,7 @@ absl::StatusOr<TrainingSummary> TrainingWorker::Run(
   bool gradient_pending = false;  // gradient_ holds an unpushed gradient.
   double compute_ms = 0, window_loss = 0;
   int64_t window_steps = 0;
+  double reported_pull_ms = 0, reported_push_ms = 0;  // Already in a StepRecord.
   absl::Time window_start = absl::Now();
   auto out_of_budget = [&] {
     return stop.load() || (options_.max_steps > 0 && summary.steps >= options_.max_steps) ||
@@ -234,7 +235,8 @@ absl::StatusOr<TrainingSummary> TrainingWorker::Run(
     }
     const absl::Time compute_start = absl::Now();
     absl::StatusOr<double> loss = ComputeGradient((*unit)->data_unit);
-    compute_ms += MillisSince(compute_start);
+    const double step_compute_ms = MillisSince(compute_start);
+    compute_ms += step_compute_ms;
     absl::Status comm_status = overlap ? comm.get() : absl::OkStatus();
     if (!loss.ok()) return loss.status();
     if (!comm_status.ok()) return comm_status;
@@ -249,6 +251,19 @@ absl::StatusOr<TrainingSummary> TrainingWorker::Run(
     summary.steps += 1;
     summary.tokens += tokens_per_step;
     summary.last_train_loss = *loss;
+    if (options_.on_step) {
+      StepRecord record;
+      record.steps = summary.steps;
+      record.tokens = summary.tokens;
+      record.loss = *loss;
+      record.compute_s = step_compute_ms / 1000;
+      record.pull_s = (pull_ms_ - reported_pull_ms) / 1000;
+      record.push_s = (push_ms_ - reported_push_ms) / 1000;
+      record.pushes_dropped = pushes_dropped_;
+      reported_pull_ms = pull_ms_;
+      reported_push_ms = push_ms_;
+      options_.on_step(record);
+    }
     window_loss += *loss;
     window_steps += 1;
     if (options_.log_every > 0 && summary.steps % options_.log_every == 0) {
@@ -270,6 +285,7 @@ absl::StatusOr<TrainingSummary> TrainingWorker::Run(
                          options_.eval_batches, options_.dtype);
       if (!val.ok()) return val.status();
       log(absl::StrFormat("[%s] step %d val_loss %.4f", options_.name, summary.steps, *val));
+      if (options_.on_eval) options_.on_eval(summary.steps, *val);
     }
   }
   // Nothing computed is lost: the last gradient goes out before we leave.

@@ -32,6 +32,17 @@
 
 namespace spotps {
 
+// One finished step, for metrics and reports (TrainingOptions::on_step).
+struct StepRecord {
+  int64_t steps = 0;   // Steps so far, this one included.
+  int64_t tokens = 0;  // Tokens so far.
+  double loss = 0;
+  // Time this step spent computing, and the pull and push time that ended
+  // during it (overlapped with compute unless --overlap=false).
+  double compute_s = 0, pull_s = 0, push_s = 0;
+  int64_t pushes_dropped = 0;  // So far.
+};
+
 struct TrainingOptions {
   ComputeDType dtype = ComputeDType::kBF16;
   int64_t batch_size = 8;
@@ -50,6 +61,10 @@ struct TrainingOptions {
   std::string name = "trainer";
   // When the process started, for the join-to-first-push time.
   absl::Time process_start = absl::Now();
+  // Called on the training thread after every step and every validation
+  // (--eval_every); may be empty. Keep them quick.
+  std::function<void(const StepRecord&)> on_step;
+  std::function<void(int64_t steps, double val_loss)> on_eval;
 };
 
 struct TrainingSummary {
