@@ -230,7 +230,7 @@ function plot(svg, series, ylabel) {
   }
   svg.appendChild(el("text", {x: L, y: H - 8}, "-" + ((x1 - x0) / 1000).toFixed(0) + " s"));
   svg.appendChild(el("text", {x: W - R - 20, y: H - 8}, "now"));
-  svg.appendChild(el("text", {x: L + 4, y: T + 10}, ylabel));
+  svg.appendChild(el("text", {x: W - R + 6, y: H - B}, ylabel));
   series.forEach((s, i) => {
     if (s.points.length === 0) return;
     const pts = s.points.map(p => sx(p[0]).toFixed(1) + "," + sy(p[1]).toFixed(1)).join(" ");
@@ -239,7 +239,9 @@ function plot(svg, series, ylabel) {
                                     "data-series": s.name}));
     if (s.dots) s.points.forEach(p => svg.appendChild(el("circle",
         {cx: sx(p[0]), cy: sy(p[1]), r: 2.5, fill: s.color})));
-    svg.appendChild(el("text", {x: W - R + 6, y: T + 12 + 14 * i, fill: s.color}, s.name));
+    // A style, not a fill attribute: the page's CSS would win over that.
+    svg.appendChild(el("text", {x: W - R + 6, y: T + 12 + 14 * i, style: "fill:" + s.color,
+                                class: "legend"}, s.name));
   });
 }
 function render(d) {
