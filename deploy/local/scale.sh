@@ -61,7 +61,8 @@ start_trainer() {
   nohup "$SPOTPS_BIN/spotps-trainer" --ps="$SPOTPS_PS" --model="$SPOTPS_MODEL" \
       --data="$SPOTPS_DATA" --dtype="$SPOTPS_DTYPE" --batch="$SPOTPS_BATCH" \
       --seq_len="$SPOTPS_SEQ_LEN" --max_seconds="$seconds" --threads="$SPOTPS_THREADS" \
-      --worker_index="$index" --log_every=20 --eval_batches=0 < /dev/null > "$log" 2>&1 9>&- &
+      --worker_index="$index" --log_every=20 --eval_batches=0 --metrics_listen=127.0.0.1:0 \
+      < /dev/null > "$log" 2>&1 9>&- &
   pid=$!
   echo "$index $pid" >> "$SPOTPS_RUN_DIR/scaled-trainers"
   for _ in $(seq 600); do
