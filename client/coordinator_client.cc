@@ -13,21 +13,22 @@ struct CoordinatorClient::Connection {
 };
 
 absl::StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Connect(
-    const std::string& address, const RetryPolicy& policy) {
+    const std::string& address, const RetryPolicy& policy, const ChannelSecurity& security) {
   if (address.find(':') == std::string::npos || address.find(',') != std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat("coordinator address '", address,
                                                    "' is not one host:port (shard 0's address)"));
   }
-  return std::unique_ptr<CoordinatorClient>(new CoordinatorClient(address, policy));
+  return std::unique_ptr<CoordinatorClient>(new CoordinatorClient(address, policy, security));
 }
 
-CoordinatorClient::CoordinatorClient(std::string address, const RetryPolicy& policy)
+CoordinatorClient::CoordinatorClient(std::string address, const RetryPolicy& policy,
+                                     const ChannelSecurity& security)
     : address_(std::move(address)), policy_(policy) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-  connection_ = std::make_unique<Connection>(Connection{v1::Coordinator::NewStub(
-      grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args))});
+  connection_ = std::make_unique<Connection>(
+      Connection{v1::Coordinator::NewStub(CreateSecureChannel(address_, security, args))});
 }
 
 CoordinatorClient::~CoordinatorClient() = default;
