@@ -16,6 +16,8 @@ PACKAGES=(
   dpkg-dev python3-yaml
   # Slurm and multi-host tests: a one-node cluster, JSON, network namespaces.
   slurm-wlm munge jq iproute2
+  # Security tests: certificates made at test time (tests/support/test_certificates.cc).
+  openssl
 )
 
 # kubectl renders the Kubernetes manifests (kubectl kustomize) in the

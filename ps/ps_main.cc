@@ -1,6 +1,6 @@
 // spotps-ps: one parameter-server shard.
 //
-//   spotps-ps --listen=0.0.0.0:7000 --shard_index=0 --num_shards=2 --optimizer=adamw --lr=3e-4
+//   spotps-ps --listen=0.0.0.0:7000 --insecure --shard_index=0 --num_shards=2 --optimizer=adamw --lr=3e-4
 //
 // Serves until SIGTERM or SIGINT, then finishes in-flight RPCs (bounded by
 // --shutdown_grace_s) and exits 0.

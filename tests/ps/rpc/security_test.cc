@@ -3,6 +3,7 @@
 // change nothing, transport refusals, health, reflection, the peer calls
 // shard 0 makes with its admin token, and the flags of spotps-ctl.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -233,6 +234,16 @@ TEST_F(SecurityTest, RefusedCallsChangeNothing) {
   absl::StatusOr<v1::CheckpointNowResponse> round = (*admin_coordinator)->CheckpointNow();
   ASSERT_TRUE(round.ok()) << round.status();
   for (const v1::StatsResponse& s : AdminStats()) EXPECT_GE(s.last_checkpoint_id(), 1u);
+
+  // Shard 1 killed and restarted: it restores that checkpoint before it
+  // reports SERVING and takes calls again.
+  shards_->shard(1).Signal(SIGKILL);
+  ASSERT_TRUE(shards_->shard(1).Wait(absl::Seconds(10)).ok());
+  ASSERT_TRUE(shards_->Restart(1).ok());
+  EXPECT_EQ(testing::HealthStatus(Channel(1, Security(""))), "SERVING");
+  const std::vector<v1::StatsResponse> restarted = AdminStats();
+  EXPECT_GE(restarted[1].restored_checkpoint_id(), 1u);
+  EXPECT_EQ(restarted[1].global_step(), 1u);
 }
 
 // Plaintext to a TLS shard, TLS without a client certificate, and a
