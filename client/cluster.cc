@@ -94,6 +94,7 @@ class Cluster::Impl {
       absl::Span<const uint64_t> base_versions, v1::DType wire_dtype, std::string push_id);
   absl::StatusOr<std::vector<v1::StatsResponse>> Stats();
   std::string NewPushId();
+  const ClusterOptions& options() const { return options_; }
 
   bool has_layout_ = false;
   ModelLayout layout_;
@@ -163,14 +164,14 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Connect(absl::string_view shar
     for (const auto& [name, value] : BulkTransportArgs()) args.SetInt(name, value);
     auto shard = std::make_unique<ShardConnection>();
     shard->address = std::string(address);
-    shard->stub = v1::ParameterServer::NewStub(
-        grpc::CreateCustomChannel(shard->address, grpc::InsecureChannelCredentials(), args));
+    shard->stub =
+        v1::ParameterServer::NewStub(CreateSecureChannel(shard->address, options.security, args));
     for (int lane = 0; lane < options.pull_streams_per_shard; ++lane) {
       // A distinct argument value keeps each lane on its own connection.
       grpc::ChannelArguments lane_args = args;
       lane_args.SetInt("spotps.pull_lane", lane);
-      shard->pull_stubs.push_back(v1::ParameterServer::NewStub(grpc::CreateCustomChannel(
-          shard->address, grpc::InsecureChannelCredentials(), lane_args)));
+      shard->pull_stubs.push_back(v1::ParameterServer::NewStub(
+          CreateSecureChannel(shard->address, options.security, lane_args)));
     }
     shards.push_back(std::move(shard));
   }
@@ -557,6 +558,7 @@ size_t Cluster::num_shards() const { return impl_->shards_.size(); }
 const std::string& Cluster::shard_address(size_t shard) const {
   return impl_->shards_.at(shard)->address;
 }
+const ChannelSecurity& Cluster::security() const { return impl_->options().security; }
 absl::Status Cluster::Pull(v1::DType wire_dtype, WeightSnapshot* snapshot) {
   return impl_->Pull(wire_dtype, snapshot);
 }

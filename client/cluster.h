@@ -43,6 +43,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "common/channel_security.h"
 #include "common/model_layout.h"
 #include "common/partition_map.h"
 #include "common/retry_policy.h"
@@ -59,6 +60,10 @@ struct ClusterOptions {
   // Pulls from one shard run over this many connections at once, so that
   // the shard's encoding, the kernel and the client's decoding overlap.
   int pull_streams_per_shard = 2;
+  // TLS/mTLS and the bearer token (common/channel_security.h); the default
+  // is plaintext without a token. ChannelSecurityFromFlags() reads the
+  // --tls_ca, --tls_cert, --tls_key and --token_file flags into one.
+  ChannelSecurity security;
 };
 
 // Version of a partition a snapshot does not hold (never equals a real one).
@@ -126,6 +131,9 @@ class Cluster {
   const PartitionMap& partition_map() const;
   size_t num_shards() const;
   const std::string& shard_address(size_t shard) const;
+  // As given to Connect, for more channels to the same cluster (shard 0's
+  // coordinator).
+  const ChannelSecurity& security() const;
 
   // Pulls the whole model from all shards in parallel. If `snapshot` already
   // holds versions for every partition, only changed partitions travel. On

@@ -15,21 +15,21 @@ struct CoordinatorClient::Connection {
 };
 
 absl::StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Connect(
-    const std::string& address, const RetryPolicy& policy) {
+    const std::string& address, const RetryPolicy& policy, const ChannelSecurity& security) {
   if (address.find(':') == std::string::npos || address.find(',') != std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat("coordinator address '", address,
                                                    "' is not one host:port (shard 0's address)"));
   }
-  return std::unique_ptr<CoordinatorClient>(new CoordinatorClient(address, policy));
+  return std::unique_ptr<CoordinatorClient>(new CoordinatorClient(address, policy, security));
 }
 
-CoordinatorClient::CoordinatorClient(std::string address, const RetryPolicy& policy)
+CoordinatorClient::CoordinatorClient(std::string address, const RetryPolicy& policy,
+                                     const ChannelSecurity& security)
     : address_(std::move(address)), policy_(policy) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-  std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::Channel> channel = CreateSecureChannel(address_, security, args);
   connection_ = std::make_unique<Connection>(
       Connection{v1::Coordinator::NewStub(channel), v1::TrainingReports::NewStub(channel)});
 }

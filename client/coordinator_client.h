@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/channel_security.h"
 #include "common/retry_policy.h"
 #include "spotps/v1/coordinator.pb.h"
 #include "spotps/v1/training_report.pb.h"
@@ -17,8 +18,10 @@ namespace spotps {
 // and bounded retries (RetryPolicy); thread-safe.
 class CoordinatorClient {
  public:
-  static absl::StatusOr<std::unique_ptr<CoordinatorClient>> Connect(const std::string& address,
-                                                                    const RetryPolicy& policy = {});
+  // `security`: as ClusterOptions::security (the same TLS files and token).
+  static absl::StatusOr<std::unique_ptr<CoordinatorClient>> Connect(
+      const std::string& address, const RetryPolicy& policy = {},
+      const ChannelSecurity& security = {});
 
   ~CoordinatorClient();
 
@@ -52,7 +55,8 @@ class CoordinatorClient {
                       absl::Duration deadline = absl::Seconds(2));
 
  private:
-  CoordinatorClient(std::string address, const RetryPolicy& policy);
+  CoordinatorClient(std::string address, const RetryPolicy& policy,
+                    const ChannelSecurity& security);
 
   const std::string address_;
   const RetryPolicy policy_;

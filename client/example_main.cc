@@ -11,6 +11,7 @@
 #include "common/command_line.h"
 #include "common/exit_status.h"
 #include "common/log.h"
+#include "common/security_flags.h"
 
 ABSL_FLAG(std::string, ps, "127.0.0.1:7000", "Shard addresses host:port,... in shard order.");
 ABSL_FLAG(std::string, tensor, "", "Pull only this named tensor.");
@@ -32,7 +33,11 @@ using spotps::UsageError;
 int main(int argc, char** argv) {
   spotps::SetLogProgramName("spotps-client-example");
   spotps::ParseFlagsOrExit(argc, argv);
-  auto cluster = spotps::Cluster::Connect(absl::GetFlag(FLAGS_ps));
+  absl::StatusOr<spotps::ChannelSecurity> security = spotps::ChannelSecurityFromFlags();
+  if (!security.ok()) return UsageError(security.status());
+  spotps::ClusterOptions cluster_options;
+  cluster_options.security = *std::move(security);
+  auto cluster = spotps::Cluster::Connect(absl::GetFlag(FLAGS_ps), cluster_options);
   if (!cluster.ok()) return RuntimeError(cluster.status());
   if (auto s = (*cluster)->WaitForLayout(absl::Seconds(absl::GetFlag(FLAGS_wait_s))); !s.ok()) {
     return RuntimeError(s);

@@ -19,6 +19,8 @@ PACKAGES=(
   # Operations tests: a real Prometheus server scrapes a job, a headless
   # browser loads shard 0's status page.
   prometheus chromium
+  # Security tests: certificates made at test time (tests/support/test_certificates.cc).
+  openssl
 )
 
 # kubectl renders the Kubernetes manifests (kubectl kustomize) in the

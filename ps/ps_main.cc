@@ -1,6 +1,7 @@
 // spotps-ps: one parameter-server shard.
 //
-//   spotps-ps --listen=0.0.0.0:7000 --shard_index=0 --num_shards=2 --optimizer=adamw --lr=3e-4
+//   spotps-ps --listen=0.0.0.0:7000 --insecure --shard_index=0 --num_shards=2 --optimizer=adamw
+//   --lr=3e-4
 //
 // Serves until SIGTERM or SIGINT, then finishes in-flight RPCs (bounded by
 // --shutdown_grace_s) and exits 0.
@@ -32,6 +33,7 @@
 #include "ps/rpc/coordinator_service.h"
 #include "ps/rpc/parameter_server_service.h"
 #include "ps/rpc/shard_metrics.h"
+#include "ps/rpc/shard_security.h"
 #include "ps/rpc/status_page.h"
 #include "ps/rpc/training_report_service.h"
 #include "ps/store/shard_store.h"
@@ -156,7 +158,9 @@ absl::StatusOr<std::unique_ptr<spotps::PeerShards>> PeersFromFlags(
         "in order (got %d)",
         options.num_shards - 1, addresses.size()));
   }
-  return std::make_unique<spotps::PeerShards>(addresses);
+  absl::StatusOr<spotps::ChannelSecurity> security = spotps::PeerSecurityFromFlags();
+  if (!security.ok()) return security.status();
+  return std::make_unique<spotps::PeerShards>(addresses, *security);
 }
 
 uint64_t RandomIncarnation() {
@@ -164,21 +168,27 @@ uint64_t RandomIncarnation() {
   return (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(getpid());
 }
 
-// Opens the checkpoint directory and restores the newest checkpoint into the
-// store (and shard 0's data progress into the coordinator); null without
-// --checkpoint_dir.
-absl::StatusOr<std::unique_ptr<spotps::ShardCheckpointer>> RestoreFromFlags(
-    spotps::ShardStore* store, spotps::Coordinator* coordinator) {
+// Opens the checkpoint directory; null without --checkpoint_dir.
+absl::StatusOr<std::unique_ptr<spotps::ShardCheckpointer>> OpenCheckpointsFromFlags(
+    const spotps::ShardStore& store) {
   const std::string dir = absl::GetFlag(FLAGS_checkpoint_dir);
   if (dir.empty()) return nullptr;
+  return spotps::ShardCheckpointer::Open(dir, store.options().shard_index,
+                                         absl::GetFlag(FLAGS_keep_checkpoints));
+}
+
+// Restores the newest checkpoint into the store (and shard 0's data
+// progress into the coordinator), while the health service says NOT_SERVING
+// and the access gate answers every other call UNAVAILABLE.
+absl::Status RestoreCheckpoint(spotps::ShardCheckpointer* checkpointer, spotps::ShardStore* store,
+                               spotps::Coordinator* coordinator) {
+  if (checkpointer == nullptr) return absl::OkStatus();
   const absl::Time start = absl::Now();
-  auto checkpointer = spotps::ShardCheckpointer::Open(dir, store->options().shard_index,
-                                                      absl::GetFlag(FLAGS_keep_checkpoints));
-  if (!checkpointer.ok()) return checkpointer.status();
-  absl::StatusOr<std::string> progress = (*checkpointer)->Restore(store);
+  absl::StatusOr<std::string> progress = checkpointer->Restore(store);
   if (absl::IsNotFound(progress.status())) {
-    std::printf("spotps-ps: no checkpoint in %s; starting empty\n", dir.c_str());
-    return checkpointer;
+    std::printf("spotps-ps: no checkpoint in %s; starting empty\n",
+                absl::GetFlag(FLAGS_checkpoint_dir).c_str());
+    return absl::OkStatus();
   }
   if (!progress.ok()) return progress.status();
   if (coordinator != nullptr && !progress->empty()) {
@@ -187,10 +197,10 @@ absl::StatusOr<std::unique_ptr<spotps::ShardCheckpointer>> RestoreFromFlags(
   spotps::v1::StatsResponse stats;
   store->FillStats(&stats);
   std::printf("spotps-ps: restored checkpoint %llu (global step %llu) in %.0f ms\n",
-              static_cast<unsigned long long>((*checkpointer)->restored_id()),
+              static_cast<unsigned long long>(checkpointer->restored_id()),
               static_cast<unsigned long long>(stats.global_step()),
               absl::ToDoubleMilliseconds(absl::Now() - start));
-  return checkpointer;
+  return absl::OkStatus();
 }
 
 // The --metrics_listen endpoint: /metrics, and on shard 0 the status page.
@@ -241,10 +251,13 @@ int main(int argc, char** argv) {
           absl::InvalidArgumentError(absl::StrCat("--metrics_listen: ", s.message())));
     }
   }
+  absl::StatusOr<spotps::ShardSecurityOptions> security =
+      spotps::ShardSecurityFromFlags(absl::GetFlag(FLAGS_listen));
+  if (!security.ok()) return UsageError(security.status());
   if (spotps::CheckFlagsOnly()) return spotps::kExitSuccess;
 
   absl::StatusOr<std::unique_ptr<spotps::ShardCheckpointer>> checkpointer =
-      RestoreFromFlags(store->get(), coordinator->get());
+      OpenCheckpointsFromFlags(**store);
   if (!checkpointer.ok()) return RuntimeError(checkpointer.status());
   std::unique_ptr<spotps::CheckpointRoundDriver> rounds;
   if (*checkpointer != nullptr && options->shard_index == 0) {
@@ -292,8 +305,11 @@ int main(int argc, char** argv) {
   std::unique_ptr<spotps::CoordinatorService> coordinator_service;
   const int max_bytes = static_cast<int>(absl::GetFlag(FLAGS_max_message_mb) << 20);
   int port = 0;
+  spotps::ShardAccessGate gate(std::move(security->tokens));
+  spotps::EnableHealthAndReflection();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(absl::GetFlag(FLAGS_listen), grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(absl::GetFlag(FLAGS_listen),
+                           spotps::GatedServerCredentials(*security, &gate), &port);
   builder.SetMaxReceiveMessageSize(max_bytes);
   builder.SetMaxSendMessageSize(max_bytes);
   for (const auto& [name, value] : spotps::BulkTransportArgs()) {
@@ -314,6 +330,13 @@ int main(int argc, char** argv) {
     return RuntimeError(
         absl::UnavailableError(absl::StrCat("cannot listen on ", absl::GetFlag(FLAGS_listen))));
   }
+  gate.SetServing(false, "restoring its checkpoint");
+  gate.AttachServer(server.get());
+  if (absl::Status s = RestoreCheckpoint(checkpointer->get(), store->get(), coordinator->get());
+      !s.ok()) {
+    return RuntimeError(s);
+  }
+  gate.SetServing(true);
   if (const std::string path = absl::GetFlag(FLAGS_port_file); !path.empty()) {
     if (absl::Status s = spotps::WriteFileAtomically(path, absl::StrCat(port, "\n")); !s.ok()) {
       return RuntimeError(s);
@@ -341,6 +364,7 @@ int main(int argc, char** argv) {
     if (ec) return;
     std::printf("spotps-ps: shard %u got signal %d, shutting down\n", options->shard_index, signo);
     std::fflush(stdout);
+    gate.SetServing(false, "shutting down");
     server->Shutdown(std::chrono::system_clock::now() +
                      std::chrono::seconds(absl::GetFlag(FLAGS_shutdown_grace_s)));
   });

@@ -13,6 +13,7 @@
 #include "common/command_line.h"
 #include "common/exit_status.h"
 #include "common/log.h"
+#include "common/security_flags.h"
 #include "common/transport_args.h"
 #include "trainer/data/byte_tokenizer.h"
 #include "trainer/model/evaluation.h"
@@ -58,7 +59,11 @@ int main(int argc, char** argv) {
   absl::StatusOr<spotps::ParameterBinding> binding = spotps::ParameterBinding::Create(**model);
   if (!binding.ok()) return RuntimeError(binding.status());
 
-  auto cluster = spotps::Cluster::Connect(absl::GetFlag(FLAGS_ps));
+  absl::StatusOr<spotps::ChannelSecurity> security = spotps::ChannelSecurityFromFlags();
+  if (!security.ok()) return UsageError(security.status());
+  spotps::ClusterOptions cluster_options;
+  cluster_options.security = *std::move(security);
+  auto cluster = spotps::Cluster::Connect(absl::GetFlag(FLAGS_ps), cluster_options);
   if (!cluster.ok()) return RuntimeError(cluster.status());
   if (auto s = (*cluster)->WaitForLayout(absl::Seconds(absl::GetFlag(FLAGS_wait_s))); !s.ok()) {
     return RuntimeError(s);

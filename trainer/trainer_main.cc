@@ -23,6 +23,7 @@
 #include "common/http_endpoint.h"
 #include "common/log.h"
 #include "common/metrics_registry.h"
+#include "common/security_flags.h"
 #include "common/transport_args.h"
 #include "trainer/elastic/graceful_drain.h"
 #include "trainer/elastic/spot_notice_watcher.h"
@@ -81,7 +82,9 @@ absl::StatusOr<std::unique_ptr<spotps::CoordinatorClient>> CoordinatorFromFlags(
   }
   spotps::RetryPolicy policy;
   policy.deadline = absl::Seconds(absl::GetFlag(FLAGS_rpc_deadline_s));
-  auto client = spotps::CoordinatorClient::Connect(address, policy);
+  absl::StatusOr<spotps::ChannelSecurity> security = spotps::ChannelSecurityFromFlags();
+  if (!security.ok()) return security.status();
+  auto client = spotps::CoordinatorClient::Connect(address, policy, *security);
   if (!client.ok() || spotps::CheckFlagsOnly()) return client;  // No probe when checking.
   absl::StatusOr<spotps::v1::ProgressResponse> probe = (*client)->Progress();
   if (probe.ok()) return client;
@@ -166,6 +169,9 @@ int main(int argc, char** argv) {
 
   spotps::ClusterOptions cluster_options;
   cluster_options.retry.deadline = absl::Seconds(absl::GetFlag(FLAGS_rpc_deadline_s));
+  absl::StatusOr<spotps::ChannelSecurity> security = spotps::ChannelSecurityFromFlags();
+  if (!security.ok()) return UsageError(security.status());
+  cluster_options.security = *std::move(security);
   absl::StatusOr<std::unique_ptr<spotps::Cluster>> cluster =
       spotps::Cluster::Connect(absl::GetFlag(FLAGS_ps), cluster_options);
   if (!cluster.ok()) return RuntimeError(cluster.status());

@@ -23,7 +23,7 @@ source "$SPOTPS_REPO/deploy/shell-lib.sh"
 read -r -a extra_flags <<< "$SPOTPS_SHARD_FLAGS"
 port_file=$job_dir/shard$index.port
 rm -f "$port_file" "$job_dir/shard$index.addr"
-"$SPOTPS_BIN/spotps-ps" --listen=0.0.0.0:0 --port_file="$port_file" \
+"$SPOTPS_BIN/spotps-ps" --listen=0.0.0.0:0 --insecure --port_file="$port_file" \
     --shard_index="$index" --num_shards="$SPOTPS_SHARDS" --optimizer=adamw --lr="$SPOTPS_LR" \
     --warmup_steps=50 --weight_decay=0.01 --beta2=0.99 --consistency="$SPOTPS_CONSISTENCY" \
     --checkpoint_dir="$job_dir/checkpoints/shard$index" "$@" "${extra_flags[@]}" &

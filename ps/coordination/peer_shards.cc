@@ -6,10 +6,10 @@
 
 namespace spotps {
 
-PeerShards::PeerShards(const std::vector<std::string>& addresses) {
+PeerShards::PeerShards(const std::vector<std::string>& addresses, const ChannelSecurity& security) {
   for (const std::string& address : addresses) {
-    peers_.push_back(Peer{address, v1::ParameterServer::NewStub(grpc::CreateChannel(
-                                       address, grpc::InsecureChannelCredentials()))});
+    peers_.push_back(Peer{address, v1::ParameterServer::NewStub(CreateSecureChannel(
+                                       address, security, grpc::ChannelArguments()))});
   }
 }
 

@@ -10,19 +10,22 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "common/channel_security.h"
 #include "common/fan_out_pool.h"
 #include "common/rpc_retry.h"
 #include "spotps/v1/parameter_server.grpc.pb.h"
 
 namespace spotps {
 
-// Owns one channel and stub per peer, and the threads that call them; peer i is shard i + 1. Promises:
-// stubs are safe to use from several threads; CallAll calls every peer at
-// once, each with bounded retries, and reports each peer's outcome.
+// Owns one channel and stub per peer, and the threads that call them; peer i is shard i + 1.
+// Promises: stubs are safe to use from several threads; CallAll calls every peer at once, each with
+// bounded retries, and reports each peer's outcome.
 class PeerShards {
  public:
-  // `addresses` lists shards 1..n-1 in order.
-  explicit PeerShards(const std::vector<std::string>& addresses);
+  // `addresses` lists shards 1..n-1 in order; `security` is how shard 0
+  // reaches them (its calls need an admin token where shards check tokens).
+  explicit PeerShards(const std::vector<std::string>& addresses,
+                      const ChannelSecurity& security = {});
 
   size_t size() const { return peers_.size(); }
   const std::string& address(size_t i) const { return peers_[i].address; }

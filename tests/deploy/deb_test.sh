@@ -134,13 +134,13 @@ ps3=spotps-ps-0.spotps-ps:7000,spotps-ps-1.spotps-ps:7000,spotps-ps-2.spotps-ps:
 expect "shard 0 from hostname" 0 "$root/usr/bin/spotps-ps" --shard_index=0 --num_shards=3 \
     --peers=spotps-ps-1.spotps-ps:7000,spotps-ps-2.spotps-ps:7000 --epochs=2 --units_per_epoch=50 -- \
     SPOTPS_HOSTNAME=spotps-ps-0 SPOTPS_PS=$ps3 "SPOTPS_SHARD0_ARGS=--epochs=2 --units_per_epoch=50" -- \
-    ps --listen=0.0.0.0:7000 --checkpoint_dir=/var/lib/spotps/checkpoints
+    ps --listen=0.0.0.0:7000 --insecure --checkpoint_dir=/var/lib/spotps/checkpoints
 expect "shard 2 from hostname" 0 --shard_index=2 --num_shards=3 -- \
     SPOTPS_HOSTNAME=spotps-ps-2 SPOTPS_PS=$ps3 "SPOTPS_SHARD0_ARGS=--epochs=2 --units_per_epoch=50" -- \
-    ps --checkpoint_dir=/var/lib/spotps/checkpoints
+    ps --insecure --checkpoint_dir=/var/lib/spotps/checkpoints
 if grep -q -- '--peers\|--epochs' "$scratch/entry.log"; then fail "shard 2 got shard 0's flags"; fi
 expect "shard index from SPOTPS_SHARD_INDEX" 0 --shard_index=1 -- \
-    SPOTPS_HOSTNAME=ip-10-0-0-5 SPOTPS_SHARD_INDEX=1 SPOTPS_PS=$ps3 -- ps
+    SPOTPS_HOSTNAME=ip-10-0-0-5 SPOTPS_SHARD_INDEX=1 SPOTPS_PS=$ps3 -- ps --insecure
 expect "hostname without ordinal" 2 -- SPOTPS_HOSTNAME=spotps-ps SPOTPS_PS=$ps3 -- ps
 expect "ordinal beyond SPOTPS_PS" 2 -- SPOTPS_HOSTNAME=spotps-ps-3 SPOTPS_PS=$ps3 -- ps
 expect "listen port not SPOTPS_PS's" 2 -- SPOTPS_HOSTNAME=spotps-ps-1 SPOTPS_PS=$ps3 -- \

@@ -99,7 +99,7 @@ void MultiHostTest::RunJob(bool caps) {
   for (int i = kShards - 1; i >= 0; --i) {
     const std::string port_file = absl::StrCat(dir, "/shard", i, ".port");
     std::vector<std::string> argv = {
-        BinaryPath("spotps-ps"), "--listen=" + shard_addresses[i], "--port_file=" + port_file,
+        BinaryPath("spotps-ps"), "--listen=" + shard_addresses[i], "--insecure", "--port_file=" + port_file,
         absl::StrCat("--shard_index=", i), absl::StrCat("--num_shards=", kShards),
         "--optimizer=adamw", "--lr=2e-3", "--warmup_steps=10",
         absl::StrCat("--checkpoint_dir=", dir, "/ckpt", i)};

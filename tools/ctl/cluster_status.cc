@@ -71,7 +71,7 @@ absl::StatusOr<StatusReport> GatherStatus(Cluster& cluster, const StatusOptions&
   }
   report.warnings = ShardOrderWarnings(report.shards);
   absl::StatusOr<std::unique_ptr<CoordinatorClient>> coordinator =
-      CoordinatorClient::Connect(cluster.shard_address(0), options.retry);
+      CoordinatorClient::Connect(cluster.shard_address(0), options.retry, cluster.security());
   if (!coordinator.ok()) return coordinator.status();
   report.progress = (*coordinator)->Progress();
   return report;

@@ -34,6 +34,7 @@
 #include "common/command_line.h"
 #include "common/exit_status.h"
 #include "common/log.h"
+#include "common/security_flags.h"
 #include "tools/ctl/cluster_status.h"
 #include "tools/ctl/ctl_usage.h"
 #include "tools/ctl/status_format.h"
@@ -53,7 +54,9 @@ namespace {
 
 // The flags `--help` lists, in this order.
 constexpr absl::string_view kFlagNames[] = {
-    "ps", "json", "sample_s", "tokens_per_push", "timeout_s", "print_every_s", "rpc_timeout_s"};
+    "ps",        "json",          "sample_s",      "tokens_per_push",
+    "timeout_s", "print_every_s", "rpc_timeout_s", "tls_ca",
+    "tls_cert",  "tls_key",       "token_file"};
 
 RetryPolicy CtlRetryPolicy() {
   RetryPolicy policy;
@@ -65,12 +68,15 @@ absl::StatusOr<std::unique_ptr<Cluster>> ConnectShards() {
   ClusterOptions options;
   options.retry = CtlRetryPolicy();
   options.pull_streams_per_shard = 1;  // spotps-ctl never pulls weights.
+  absl::StatusOr<ChannelSecurity> security = ChannelSecurityFromFlags();
+  if (!security.ok()) return security.status();
+  options.security = *std::move(security);
   return Cluster::Connect(absl::GetFlag(FLAGS_ps), options);
 }
 
 // Shard 0 hosts the coordinator, if the job has one.
 absl::StatusOr<std::unique_ptr<CoordinatorClient>> ConnectCoordinator(const Cluster& cluster) {
-  return CoordinatorClient::Connect(cluster.shard_address(0), CtlRetryPolicy());
+  return CoordinatorClient::Connect(cluster.shard_address(0), CtlRetryPolicy(), cluster.security());
 }
 
 // ---------------------------------------------------------------------------

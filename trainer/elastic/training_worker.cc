@@ -47,6 +47,13 @@ absl::StatusOr<std::unique_ptr<TrainingWorker>> TrainingWorker::Create(
     absl::SleepFor(absl::Seconds(1));
     init = cluster->Init(binding->layout(), initial);
   }
+  if (absl::IsPermissionDenied(init.status())) {
+    // A trainer-role token may not initialise (README "Security and
+    // health"): train on the model an admin has initialised, or will.
+    if (absl::Status s = cluster->WaitForLayout(options.unavailable_timeout); !s.ok()) return s;
+    if (absl::Status same = binding->CheckSameModel(cluster->layout()); !same.ok()) return same;
+    init = false;
+  }
   if (!init.ok()) {
     if (!absl::IsFailedPrecondition(init.status())) return init.status();
     if (absl::Status fetched = cluster->FetchLayout(); !fetched.ok()) return init.status();

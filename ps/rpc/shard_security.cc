@@ -1,0 +1,207 @@
+#include "ps/rpc/shard_security.h"
+
+#include <grpc/grpc_security.h>
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "common/atomic_file.h"
+#include "common/security_flags.h"
+
+ABSL_FLAG(std::string, auth_tokens, "",
+          "File of 'TOKEN ROLE' lines (roles: reader, trainer, admin); every call must then "
+          "carry a token whose role allows it.");
+ABSL_FLAG(bool, insecure, false,
+          "Allow plaintext on a non-loopback --listen address (without --tls_cert).");
+
+namespace spotps {
+namespace {
+
+constexpr absl::string_view kBearerPrefix = "Bearer ";
+
+absl::string_view SliceView(const grpc_slice& slice) {
+  return absl::string_view(reinterpret_cast<const char*>(GRPC_SLICE_START_PTR(slice)),
+                           GRPC_SLICE_LENGTH(slice));
+}
+
+// gRPC's C hook: runs on the call's path before any handler, for plaintext
+// and TLS alike. Consumes the authorization header so handlers never see it.
+void ProcessCallMetadata(void* state, grpc_auth_context* /*context*/, const grpc_metadata* md,
+                         size_t num_md, grpc_process_auth_metadata_done_cb done, void* user_data) {
+  const auto* gate = static_cast<const ShardAccessGate*>(state);
+  absl::string_view method;
+  std::vector<absl::string_view> authorization;
+  std::vector<grpc_metadata> consumed;
+  for (size_t i = 0; i < num_md; ++i) {
+    const absl::string_view key = SliceView(md[i].key);
+    if (key == ":path") method = SliceView(md[i].value);
+    if (key == "authorization") {
+      authorization.push_back(SliceView(md[i].value));
+      consumed.push_back(md[i]);
+    }
+  }
+  const ShardAccessGate::Decision decision = gate->Admit(method, authorization);
+  done(user_data, consumed.data(), consumed.size(), nullptr, 0, decision.code,
+       decision.message.c_str());
+}
+
+// ServerCredentials over any C-core credentials, with the gate as their
+// metadata processor. gRPC++ offers a processor only on TLS credentials;
+// the core runs it for plaintext too, which loopback setups with tokens
+// need.
+class GatedCredentials final : public grpc::ServerCredentials {
+ public:
+  GatedCredentials(grpc_server_credentials* core, ShardAccessGate* gate) : core_(core) {
+    grpc_server_credentials_set_auth_metadata_processor(
+        core_, grpc_auth_metadata_processor{&ProcessCallMetadata, nullptr, gate});
+  }
+  ~GatedCredentials() override { grpc_server_credentials_release(core_); }
+
+  void SetAuthMetadataProcessor(
+      const std::shared_ptr<grpc::AuthMetadataProcessor>& /*processor*/) override {
+    // The gate is the processor; nothing else may replace it.
+  }
+
+ private:
+  int AddPortToServer(const std::string& addr, grpc_server* server) override {
+    return grpc_server_add_http2_port(server, addr.c_str(), core_);
+  }
+
+  grpc_server_credentials* const core_;
+};
+
+absl::StatusOr<std::string> ReadPem(const std::string& path) {
+  if (path.empty()) return std::string();
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  if (!absl::StrContains(*text, "-----BEGIN")) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not a PEM file"));
+  }
+  return text;
+}
+
+}  // namespace
+
+bool IsLoopbackListenAddress(absl::string_view listen) {
+  const size_t colon = listen.rfind(':');
+  absl::string_view host = colon == absl::string_view::npos ? listen : listen.substr(0, colon);
+  if (absl::ConsumePrefix(&host, "[")) absl::ConsumeSuffix(&host, "]");
+  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
+}
+
+absl::StatusOr<ShardSecurityOptions> ShardSecurityFromFlags(const std::string& listen) {
+  const TlsFileFlags files = TlsFilesFromFlags();
+  if (files.cert_file.empty() != files.key_file.empty()) {
+    return absl::InvalidArgumentError("--tls_cert and --tls_key go together");
+  }
+  if (!files.ca_file.empty() && files.cert_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls_ca (require client certificates) needs the shard's own --tls_cert and --tls_key");
+  }
+  if (files.cert_file.empty() && !absl::GetFlag(FLAGS_insecure) &&
+      !IsLoopbackListenAddress(listen)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("refusing plaintext on the non-loopback address ", listen,
+                     ": give --tls_cert and --tls_key (and --tls_ca for mTLS), or --insecure"));
+  }
+  ShardSecurityOptions options;
+  for (auto [path, pem] :
+       {std::pair{&files.cert_file, &options.cert_pem},
+        std::pair{&files.key_file, &options.key_pem}, std::pair{&files.ca_file, &options.ca_pem}}) {
+    absl::StatusOr<std::string> text = ReadPem(*path);
+    if (!text.ok()) return text.status();
+    *pem = *std::move(text);
+  }
+  if (const std::string path = absl::GetFlag(FLAGS_auth_tokens); !path.empty()) {
+    absl::StatusOr<TokenTable> tokens = TokenTable::Load(path);
+    if (!tokens.ok()) return tokens.status();
+    options.tokens = *std::move(tokens);
+  }
+  return options;
+}
+
+absl::StatusOr<ChannelSecurity> PeerSecurityFromFlags() {
+  const TlsFileFlags files = TlsFilesFromFlags();
+  if (!files.cert_file.empty() && files.ca_file.empty()) {
+    return absl::InvalidArgumentError(
+        "shard 0 serving TLS needs --tls_ca to verify its peers' certificates");
+  }
+  return ChannelSecurityFromFlags();
+}
+
+ShardAccessGate::ShardAccessGate(std::optional<TokenTable> tokens) : tokens_(std::move(tokens)) {}
+
+ShardAccessGate::Decision ShardAccessGate::Admit(
+    absl::string_view method, const std::vector<absl::string_view>& authorization) const {
+  const std::optional<Role> required = RequiredRole(method);
+  if (!required.has_value()) {
+    return {GRPC_STATUS_PERMISSION_DENIED,
+            absl::StrCat("access: ", method, " is not in the shard's access table")};
+  }
+  if (*required == Role::kPublic) return {};
+  if (!serving_.load(std::memory_order_acquire)) {
+    absl::MutexLock lock(&mu_);
+    return {GRPC_STATUS_UNAVAILABLE, absl::StrCat("access: shard is ", not_serving_reason_)};
+  }
+  if (!tokens_.has_value()) return {};
+  absl::string_view token;
+  if (authorization.size() != 1 || !absl::StartsWith(authorization[0], kBearerPrefix)) {
+    return {GRPC_STATUS_UNAUTHENTICATED,
+            absl::StrCat("access: ", method, " needs one 'authorization: Bearer TOKEN' header")};
+  }
+  token = authorization[0].substr(kBearerPrefix.size());
+  const std::optional<Role> role = tokens_->RoleOf(token);
+  if (!role.has_value()) {
+    return {GRPC_STATUS_UNAUTHENTICATED, "access: unknown bearer token"};
+  }
+  if (*role < *required) {
+    return {GRPC_STATUS_PERMISSION_DENIED,
+            absl::StrCat("access: role ", RoleName(*role), " may not call ", method, " (needs ",
+                         RoleName(*required), ")")};
+  }
+  return {};
+}
+
+void ShardAccessGate::SetServing(bool serving, absl::string_view why) {
+  absl::MutexLock lock(&mu_);
+  if (!serving) not_serving_reason_ = std::string(why);
+  serving_.store(serving, std::memory_order_release);
+  if (server_ != nullptr && server_->GetHealthCheckService() != nullptr) {
+    server_->GetHealthCheckService()->SetServingStatus(serving);
+  }
+}
+
+void ShardAccessGate::AttachServer(grpc::Server* server) {
+  absl::MutexLock lock(&mu_);
+  server_ = server;
+  if (server_->GetHealthCheckService() != nullptr) {
+    server_->GetHealthCheckService()->SetServingStatus(serving_.load());
+  }
+}
+
+std::shared_ptr<grpc::ServerCredentials> GatedServerCredentials(const ShardSecurityOptions& options,
+                                                                ShardAccessGate* gate) {
+  grpc_server_credentials* core = nullptr;
+  if (options.cert_pem.empty()) {
+    core = grpc_insecure_server_credentials_create();
+  } else {
+    grpc_ssl_pem_key_cert_pair pair{options.key_pem.c_str(), options.cert_pem.c_str()};
+    core = grpc_ssl_server_credentials_create_ex(
+        options.ca_pem.empty() ? nullptr : options.ca_pem.c_str(), &pair, 1,
+        options.ca_pem.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                               : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY,
+        nullptr);
+  }
+  return std::make_shared<GatedCredentials>(core, gate);
+}
+
+void EnableHealthAndReflection() {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+}
+
+}  // namespace spotps
