@@ -225,6 +225,23 @@ size=$(stat -c %s "$screenshot" 2>/dev/null || echo 0)
 [ "$size" -gt 20000 ] || fail "screenshot $screenshot has only $size bytes"
 head -c 8 "$screenshot" | od -An -tx1 | grep -q '89 50 4e 47' || fail "$screenshot is not a PNG"
 
+# Figures: size of a scrape and of the status page's data, and their time.
+figures=$("$py" - "$m0" "${trainer_ports[0]}" <<'EOF'
+import sys, time, urllib.request
+def fetch(port, path):
+    start = time.monotonic()
+    body = urllib.request.urlopen("http://127.0.0.1:%s%s" % (port, path), timeout=10).read()
+    return body, (time.monotonic() - start) * 1000
+shard, shard_ms = fetch(sys.argv[1], "/metrics")
+trainer, trainer_ms = fetch(sys.argv[2], "/metrics")
+status, status_ms = fetch(sys.argv[1], "/status.json")
+series = lambda b: sum(1 for l in b.decode().splitlines() if l and not l.startswith("#"))
+print("shard0_metrics=%dB/%dseries/%.1fms trainer_metrics=%dB/%dseries/%.1fms status_json=%dB/%.1fms"
+      % (len(shard), series(shard), shard_ms, len(trainer), series(trainer), trainer_ms,
+         len(status), status_ms))
+EOF
+)
+
 say "draining the trainers"
 for i in 0 1; do kill -TERM "${trainer_pids[i]}"; done
 for i in 0 1; do
@@ -233,4 +250,4 @@ for i in 0 1; do
   [ $status -eq 0 ] || fail "trainer $i exited $status after SIGTERM"
   grep -q '^summary: ' "$work/trainer$i.log" || fail "trainer $i printed no summary"
 done
-echo "observability: token_rate=$token_rate pushes_applied=$applied_before->$applied_after screenshot=$screenshot"
+echo "observability: token_rate=$token_rate pushes_applied=$applied_before->$applied_after $figures screenshot=$screenshot"
