@@ -1,7 +1,9 @@
 #include "ps/rpc/parameter_server_service.h"
 
+#include <algorithm>
 #include <set>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_format.h"
 #include "common/grpc_status.h"
 #include "common/tensor_codec.h"
@@ -166,6 +168,7 @@ grpc::Status ParameterServerService::Init(grpc::ServerContext* context,
   absl::StatusOr<bool> applied = store_->Init(*layout, ranges);
   if (!applied.ok()) return ToGrpcStatus(applied.status());
   response->set_applied(*applied);
+  if (*applied) updates_.Notify();
   return grpc::Status::OK;
 }
 
@@ -260,6 +263,7 @@ grpc::Status ParameterServerService::Push(grpc::ServerContext* context,
   // Counted only once accepted: a refused push changes no counter but the
   // store's rejection counts.
   store_->CountPushBytes(announced_elements * static_cast<int64_t>(width));
+  if (!outcome->duplicate && !outcome->deferred) updates_.Notify();
   response->set_duplicate(outcome->duplicate);
   response->set_deferred(outcome->deferred);
   response->set_global_step(outcome->global_step);
@@ -319,7 +323,80 @@ grpc::Status ParameterServerService::ApplyRound(grpc::ServerContext*,
   if (!outcome.ok()) return ToGrpcStatus(outcome.status());
   response->set_already_applied(outcome->already_applied);
   response->set_global_step(outcome->global_step);
+  if (!outcome->already_applied) updates_.Notify();
   return grpc::Status::OK;
+}
+
+void ParameterServerService::FillWatchResponse(const std::vector<uint32_t>& ids,
+                                               v1::WatchResponse* response) const {
+  response->Clear();
+  for (uint32_t id : ids) {
+    v1::PartitionStats* p = response->add_partitions();
+    p->set_partition_id(id);
+    p->set_version(store_->Version(id).value_or(0));  // Ids were checked: owned.
+    p->set_num_elements(
+        static_cast<uint64_t>(store_->partition_map().partitions()[id].num_elements));
+  }
+  v1::StatsResponse stats;
+  store_->FillStats(&stats);
+  response->set_global_step(stats.global_step());
+  response->set_incarnation(incarnation_);
+  if (checkpointer_ != nullptr) response->set_last_checkpoint_id(checkpointer_->last_written_id());
+}
+
+grpc::Status ParameterServerService::Watch(grpc::ServerContext* context,
+                                           const v1::WatchRequest* request,
+                                           grpc::ServerWriter<v1::WatchResponse>* writer) {
+  if (!store_->initialized()) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "model is not initialised on this shard: a trainer must call Init first");
+  }
+  std::vector<uint32_t> ids(request->partition_ids().begin(), request->partition_ids().end());
+  if (ids.empty()) ids = store_->owned_partitions();
+  std::set<uint32_t> unique_ids;
+  for (uint32_t id : ids) {
+    if (!unique_ids.insert(id).second) {
+      return InvalidArgument(absl::StrFormat("watch lists partition %d twice", id));
+    }
+    if (absl::StatusOr<uint64_t> v = store_->Version(id); !v.ok()) return ToGrpcStatus(v.status());
+  }
+  if (!updates_.Admit()) {
+    return grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        absl::StrFormat("this shard already serves its limit of %d watchers (or is shutting "
+                        "down): try again later",
+                        updates_.max_watchers()));
+  }
+  absl::Cleanup release = [this] { updates_.Release(); };
+  const absl::Duration asked = absl::Milliseconds(request->max_duration_ms());
+  const absl::Time end =
+      absl::Now() +
+      (asked == absl::ZeroDuration() ? kMaxWatchDuration : std::min(asked, kMaxWatchDuration));
+  // The counter is read before the versions, so a change after this read
+  // wakes the loop even if the first message already shows it.
+  uint64_t seen = updates_.count();
+  v1::WatchResponse sent, now;
+  FillWatchResponse(ids, &sent);
+  if (!writer->Write(sent)) return grpc::Status(grpc::StatusCode::CANCELLED, "watcher went away");
+  while (true) {
+    // Short waits, so a cancelled or expired stream is noticed promptly.
+    seen = updates_.WaitForChange(seen, std::min(end, absl::Now() + absl::Milliseconds(100)));
+    if (updates_.shut_down()) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "shard is shutting down");
+    }
+    if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "watch cancelled");
+    if (absl::Now() >= end) return grpc::Status::OK;
+    FillWatchResponse(ids, &now);
+    bool changed = false;
+    for (int i = 0; i < now.partitions_size(); ++i) {
+      changed = changed || now.partitions(i).version() != sent.partitions(i).version();
+    }
+    if (!changed) continue;
+    sent.Swap(&now);
+    if (!writer->Write(sent)) {
+      return grpc::Status(grpc::StatusCode::CANCELLED, "watcher went away");
+    }
+  }
 }
 
 }  // namespace spotps
