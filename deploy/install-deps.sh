@@ -16,6 +16,8 @@ PACKAGES=(
   dpkg-dev python3-yaml
   # Slurm and multi-host tests: a one-node cluster, JSON, network namespaces.
   slurm-wlm munge jq iproute2
+  # The Python client (client/python) and its tests: gRPC, protobuf, NumPy, torch.
+  python3-grpcio python3-protobuf python3-numpy python3-torch
 )
 
 # kubectl renders the Kubernetes manifests (kubectl kustomize) in the
