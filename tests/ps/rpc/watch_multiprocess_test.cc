@@ -4,6 +4,8 @@
 // both shards from the same round) and equal to the weights the round made.
 #include <gtest/gtest.h>
 
+#include <csignal>
+
 #include "absl/strings/str_cat.h"
 #include "client/cluster.h"
 #include "client/coordinator_client.h"
@@ -104,6 +106,60 @@ TEST(WatchMultiProcessTest, ASubscriberSeesEverySyncRoundWholeAndInOrder) {
   std::vector<uint64_t> want(kRounds + 1);
   for (int r = 0; r <= kRounds; ++r) want[r] = r;
   EXPECT_EQ(seen_rounds, want);  // Every round, once, in order.
+}
+
+// A shard going down ends its watchers at once (it does not wait out its
+// grace period for them), and the subscription follows the shard's
+// restart: it publishes the weights a push made after it.
+TEST(WatchMultiProcessTest, ShutdownEndsWatchesAtOnceAndTheSubscriptionFollowsARestart) {
+  TempDir dir;
+  auto shards = LocalShardCluster::Start(
+      2,
+      [](int, const std::string&) {
+        return std::vector<std::string>{"--optimizer=sgd", absl::StrCat("--lr=", kLr),
+                                        "--shutdown_grace_s=60"};
+      },
+      dir.path());
+  ASSERT_TRUE(shards.ok()) << shards.status();
+  auto trainer = *Cluster::Connect((*shards)->addresses());
+  const ModelLayout layout = *ModelLayout::Create({{"a", {700, 300}}, {"b", {300, 300}}});
+  const int64_t n = layout.total_elements();
+  std::vector<float> w0(n);
+  for (int64_t i = 0; i < n; ++i) w0[i] = Initial(i);
+  ASSERT_TRUE(trainer->Init(layout, w0).ok());
+  auto replica = *Cluster::Connect((*shards)->addresses());
+  ASSERT_TRUE(replica->FetchLayout().ok());
+  SubscriptionOptions options;
+  options.min_interval = absl::Milliseconds(20);
+  auto sub = WeightSubscription::Start(replica.get(), options);
+  ASSERT_TRUE(sub.ok()) << sub.status();
+  ASSERT_TRUE((*sub)->WaitForPublished(0, absl::Seconds(10)));
+
+  const absl::Time start = absl::Now();
+  (*shards)->shard(1).Signal(SIGTERM);
+  auto code = (*shards)->shard(1).Wait(absl::Seconds(30));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));  // Not the 60 s grace.
+
+  ASSERT_TRUE((*shards)->Restart(1).ok());
+  ASSERT_TRUE(trainer->Init(layout, w0).ok());  // The restarted shard starts empty.
+  WeightSnapshot w;
+  ASSERT_TRUE(trainer->Pull(v1::DTYPE_FP32, &w).ok());
+  std::vector<float> g(n);
+  for (int64_t i = 0; i < n; ++i) g[i] = Pattern(i);
+  ASSERT_TRUE(trainer->Push(g, w.versions, v1::DTYPE_BF16).ok());
+  std::vector<float> want(n);
+  for (int64_t i = 0; i < n; ++i) want[i] = w0[i] - static_cast<float>(kLr) * Pattern(i);
+  const absl::Time give_up = absl::Now() + absl::Seconds(20);
+  std::shared_ptr<const WeightSnapshot> latest;
+  while (absl::Now() < give_up) {
+    latest = (*sub)->Latest();
+    if (latest->values == want) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(latest->values, want) << (*sub)->last_error();
+  for (uint64_t v : latest->versions) EXPECT_EQ(v, 1u);
 }
 
 }  // namespace
