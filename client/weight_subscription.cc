@@ -47,6 +47,8 @@ WeightSubscription::WeightSubscription(Cluster* cluster, const SubscriptionOptio
                                        Callback on_update)
     : cluster_(cluster), options_(options), on_update_(std::move(on_update)) {
   watched_.assign(cluster->partition_map().partitions().size(), kNoVersion);
+  checkpoint_versions_.assign(watched_.size(), kNoVersion);
+  checkpoint_ids_.assign(cluster->num_shards(), 0);
   for (size_t i = 0; i < cluster->num_shards(); ++i) {
     auto shard = std::make_unique<ShardWatch>();
     shard->address = cluster->shard_address(i);
@@ -112,10 +114,36 @@ bool WeightSubscription::SleepUnlessStopped(absl::Duration d) {
   return !stopping_;
 }
 
-bool WeightSubscription::Consistent(const std::vector<uint64_t>& versions) const {
-  if (options_.consistency == SnapshotConsistency::kAny) return true;
-  return std::all_of(versions.begin(), versions.end(),
-                     [&](uint64_t v) { return v == versions.front() && v != kNoVersion; });
+uint64_t WeightSubscription::published_checkpoint_id() const {
+  absl::MutexLock lock(&mu_);
+  return published_checkpoint_id_;
+}
+
+WeightSubscription::CheckpointRound WeightSubscription::CommonCheckpoint() const {
+  CheckpointRound round;
+  const uint64_t id = checkpoint_ids_.front();
+  if (id == 0 || std::any_of(checkpoint_ids_.begin(), checkpoint_ids_.end(),
+                             [id](uint64_t other) { return other != id; })) {
+    return round;
+  }
+  round.id = id;
+  round.versions = checkpoint_versions_;
+  return round;
+}
+
+bool WeightSubscription::Publishable(const std::vector<uint64_t>& versions,
+                                     const CheckpointRound& round) const {
+  switch (options_.consistency) {
+    case SnapshotConsistency::kAny:
+      return true;
+    case SnapshotConsistency::kSyncRound:
+      return std::all_of(versions.begin(), versions.end(),
+                         [&](uint64_t v) { return v == versions.front() && v != kNoVersion; });
+    case SnapshotConsistency::kCheckpointRound:
+      return round.id != 0 && versions == round.versions &&
+             std::find(versions.begin(), versions.end(), kNoVersion) == versions.end();
+  }
+  return false;
 }
 
 void WeightSubscription::WatchShard(size_t i) {
@@ -141,8 +169,14 @@ void WeightSubscription::WatchShard(size_t i) {
     v1::WatchResponse response;
     while (reader->Read(&response)) {
       absl::MutexLock lock(&mu_);
-      for (const v1::PartitionStats& p : response.partitions()) {
-        if (p.partition_id() < watched_.size()) watched_[p.partition_id()] = p.version();
+      const bool with_checkpoint =
+          response.checkpoint_versions_size() == response.partitions_size();
+      checkpoint_ids_[i] = with_checkpoint ? response.last_checkpoint_id() : 0;
+      for (int k = 0; k < response.partitions_size(); ++k) {
+        const uint32_t id = response.partitions(k).partition_id();
+        if (id >= watched_.size()) continue;
+        watched_[id] = response.partitions(k).version();
+        checkpoint_versions_[id] = with_checkpoint ? response.checkpoint_versions(k) : kNoVersion;
       }
       generation_ += 1;
       backoff = options_.initial_backoff;
@@ -170,6 +204,7 @@ void WeightSubscription::PullLoop() {
   bool retry = false;  // The last pull failed: pull again without a new report.
   while (true) {
     std::vector<uint64_t> watched;
+    CheckpointRound round;
     {
       absl::MutexLock lock(&mu_);
       auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -179,10 +214,17 @@ void WeightSubscription::PullLoop() {
       if (stopping_) return;
       seen = generation_;
       watched = watched_;
+      if (options_.consistency == SnapshotConsistency::kCheckpointRound) {
+        round = CommonCheckpoint();
+        if (round.id == published_checkpoint_id_) round = CheckpointRound();  // Published.
+      }
     }
-    // Nothing the snapshot lacks, or (kSyncRound) a round that is applied on
-    // some shards only: wait for the next report.
-    if (!retry && (watched == working.versions || !Consistent(watched))) continue;
+    // Nothing the snapshot lacks, or a state that may not be published (a
+    // sync round applied on some shards only, weights that are not a new
+    // checkpoint's): wait for the next report.
+    // A new checkpoint of unchanged weights is published without new data.
+    const bool unchanged = watched == working.versions && round.id == 0;
+    if (!retry && (unchanged || !Publishable(watched, round))) continue;
     if (!SleepUnlessStopped(last_pull + options_.min_interval - absl::Now())) return;
     last_pull = absl::Now();
     if (absl::Status s = cluster_->Pull(options_.wire_dtype, &working); !s.ok()) {
@@ -196,13 +238,18 @@ void WeightSubscription::PullLoop() {
     backoff = options_.initial_backoff;
     // A round may have been applied on one shard mid-pull; the report of
     // the other shards' part of it brings the loop back here.
-    if (!Consistent(working.versions) || working.versions == published_versions) continue;
+    if (!Publishable(working.versions, round)) continue;
+    if (working.versions == published_versions &&
+        options_.consistency != SnapshotConsistency::kCheckpointRound) {
+      continue;
+    }
     published_versions = working.versions;
     auto snapshot = std::make_shared<const WeightSnapshot>(working);
     {
       absl::MutexLock lock(&mu_);
       latest_ = snapshot;
       published_ += 1;
+      published_checkpoint_id_ = round.id;
     }
     if (on_update_) on_update_(*snapshot);
   }

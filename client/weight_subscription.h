@@ -34,6 +34,11 @@ enum class SnapshotConsistency {
   // Only states where every partition of every shard has the same version:
   // in --consistency=sync, exactly the weights after one whole sync round.
   kSyncRound,
+  // Only the weights of a checkpoint round: every shard's newest checkpoint
+  // has the same id, and the pull read every partition at the version it
+  // has in that checkpoint. A round the weights moved on from before they
+  // could be pulled is skipped (its weights are only in the files).
+  kCheckpointRound,
 };
 
 struct SubscriptionOptions {
@@ -51,7 +56,7 @@ struct SubscriptionOptions {
 // Owns one Watch stream per shard (own connections), the thread that
 // pulls, and the newest published snapshot. Promises: snapshots are
 // published in order, each with versions different from the one before and
-// (kSyncRound) all versions equal; the callback runs on the subscription's
+// as consistent as asked; the callback runs on the subscription's
 // thread, one call at a time; errors are retried with backoff until Stop
 // (last_error() says what went wrong). Latest() and the counters are
 // thread-safe.
@@ -74,6 +79,8 @@ class WeightSubscription {
   int64_t published() const;
   // Waits until more than `count` snapshots were published, or `timeout`.
   bool WaitForPublished(int64_t count, absl::Duration timeout) const;
+  // kCheckpointRound: the checkpoint id of the newest published snapshot.
+  uint64_t published_checkpoint_id() const;
   // The last error a stream or a pull met; OK if none yet.
   absl::Status last_error() const;
 
@@ -86,7 +93,14 @@ class WeightSubscription {
   void RecordError(const absl::Status& status);
   // Sleeps for `d` unless Stop comes first; false if stopped.
   bool SleepUnlessStopped(absl::Duration d);
-  bool Consistent(const std::vector<uint64_t>& versions) const;
+  // The checkpoint every shard reported last, if they agree on one.
+  struct CheckpointRound {
+    uint64_t id = 0;  // 0: none common to every shard.
+    std::vector<uint64_t> versions;
+  };
+  CheckpointRound CommonCheckpoint() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether a snapshot at `versions` may be published.
+  bool Publishable(const std::vector<uint64_t>& versions, const CheckpointRound& round) const;
 
   Cluster* const cluster_;
   const SubscriptionOptions options_;
@@ -98,6 +112,10 @@ class WeightSubscription {
   // The versions the shards reported last, by partition id.
   std::vector<uint64_t> watched_ ABSL_GUARDED_BY(mu_);
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;  // Bumped by every report.
+  // Each shard's newest checkpoint id, and the partitions' versions in it.
+  std::vector<uint64_t> checkpoint_ids_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> checkpoint_versions_ ABSL_GUARDED_BY(mu_);
+  uint64_t published_checkpoint_id_ ABSL_GUARDED_BY(mu_) = 0;
   std::shared_ptr<const WeightSnapshot> latest_ ABSL_GUARDED_BY(mu_);
   int64_t published_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status last_error_ ABSL_GUARDED_BY(mu_);

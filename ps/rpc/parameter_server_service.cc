@@ -341,7 +341,20 @@ void ParameterServerService::FillWatchResponse(const std::vector<uint32_t>& ids,
   store_->FillStats(&stats);
   response->set_global_step(stats.global_step());
   response->set_incarnation(incarnation_);
-  if (checkpointer_ != nullptr) response->set_last_checkpoint_id(checkpointer_->last_written_id());
+  if (checkpointer_ == nullptr) return;
+  const ShardCheckpointer::WrittenVersions written = checkpointer_->last_written_versions();
+  if (written.id == 0) return;
+  response->set_last_checkpoint_id(written.id);
+  for (uint32_t id : ids) {
+    auto it = std::lower_bound(written.versions.begin(), written.versions.end(),
+                               std::make_pair(id, uint64_t{0}));
+    response->add_checkpoint_versions(
+        it != written.versions.end() && it->first == id ? it->second : ~uint64_t{0});
+  }
+}
+
+uint64_t ParameterServerService::LastCheckpointId() const {
+  return checkpointer_ == nullptr ? 0 : checkpointer_->last_written_id();
 }
 
 grpc::Status ParameterServerService::Watch(grpc::ServerContext* context,
@@ -374,7 +387,8 @@ grpc::Status ParameterServerService::Watch(grpc::ServerContext* context,
       (asked == absl::ZeroDuration() ? kMaxWatchDuration : std::min(asked, kMaxWatchDuration));
   // The counter is read before the versions, so a change after this read
   // wakes the loop even if the first message already shows it.
-  uint64_t seen = updates_.count();
+  uint64_t seen = updates_.count(), seen_before = seen, step_before = store_->global_step();
+  bool settling = false;
   v1::WatchResponse sent, now;
   FillWatchResponse(ids, &sent);
   if (!writer->Write(sent)) return grpc::Status(grpc::StatusCode::CANCELLED, "watcher went away");
@@ -386,11 +400,24 @@ grpc::Status ParameterServerService::Watch(grpc::ServerContext* context,
     }
     if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "watch cancelled");
     if (absl::Now() >= end) return grpc::Status::OK;
+    // Shard 0 applies its own sync rounds and writes its own checkpoints
+    // past this service, so the step and the checkpoint id are compared
+    // too. The step moves before the versions do: after a change, the
+    // versions are read again on the next wake until they stand still.
+    const uint64_t step = store_->global_step();
+    const uint64_t checkpoint = LastCheckpointId();
+    if (seen == seen_before && step == step_before && checkpoint == sent.last_checkpoint_id() &&
+        !settling) {
+      continue;
+    }
+    seen_before = seen;
+    step_before = step;
     FillWatchResponse(ids, &now);
-    bool changed = false;
+    bool changed = now.last_checkpoint_id() != sent.last_checkpoint_id();
     for (int i = 0; i < now.partitions_size(); ++i) {
       changed = changed || now.partitions(i).version() != sent.partitions(i).version();
     }
+    settling = changed;
     if (!changed) continue;
     sent.Swap(&now);
     if (!writer->Write(sent)) {

@@ -60,6 +60,7 @@ class ParameterServerService final : public v1::ParameterServer::Service {
  private:
   // The watched partitions' versions and the shard's counters now.
   void FillWatchResponse(const std::vector<uint32_t>& ids, v1::WatchResponse* response) const;
+  uint64_t LastCheckpointId() const;  // 0 without a checkpointer.
 
   ShardStore* const store_;
   ShardCheckpointer* const checkpointer_;

@@ -4,6 +4,7 @@
 // both shards from the same round) and equal to the weights the round made.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <csignal>
 
 #include "absl/strings/str_cat.h"
@@ -160,6 +161,104 @@ TEST(WatchMultiProcessTest, ShutdownEndsWatchesAtOnceAndTheSubscriptionFollowsAR
   }
   EXPECT_EQ(latest->values, want) << (*sub)->last_error();
   for (uint64_t v : latest->versions) EXPECT_EQ(v, 1u);
+}
+
+// kCheckpointRound publishes exactly the weights of each checkpoint round
+// (every partition of both shards at its version in that checkpoint), and
+// nothing between checkpoints.
+TEST(WatchMultiProcessTest, ACheckpointRoundSubscriberSeesEachCheckpointAndNothingElse) {
+  TempDir dir;
+  const std::string root = dir.path();
+  auto shards = LocalShardCluster::Start(
+      2,
+      [root](int i, const std::string& addresses) {
+        std::vector<std::string> f = {"--optimizer=sgd", absl::StrCat("--lr=", kLr),
+                                      "--consistency=sync",
+                                      absl::StrCat("--checkpoint_dir=", root, "/ckpt", i)};
+        if (i == 0) {
+          f.insert(f.end(), {"--epochs=1", "--units_per_epoch=8",
+                             "--peers=" + addresses.substr(addresses.find(',') + 1)});
+        }
+        return f;
+      },
+      dir.path());
+  ASSERT_TRUE(shards.ok()) << shards.status();
+  auto trainer = *Cluster::Connect((*shards)->addresses());
+  auto coordinator = *CoordinatorClient::Connect(absl::StrCat("127.0.0.1:", (*shards)->port(0)));
+  const ModelLayout layout = *ModelLayout::Create({{"a", {700, 300}}, {"b", {300, 300}}});
+  const int64_t n = layout.total_elements();
+  std::vector<float> w0(n);
+  for (int64_t i = 0; i < n; ++i) w0[i] = Initial(i);
+  ASSERT_TRUE(trainer->Init(layout, w0).ok());
+  const uint64_t worker = coordinator->Register("a")->worker_id();
+  auto run_round = [&] {
+    auto grant = coordinator->Acquire(worker);
+    ASSERT_TRUE(grant.ok()) << grant.status();
+    WeightSnapshot w;
+    ASSERT_TRUE(trainer->Pull(v1::DTYPE_FP32, &w).ok());
+    std::vector<float> g(n);
+    for (int64_t i = 0; i < n; ++i) g[i] = Pattern(i);
+    const std::string push_id = trainer->NewPushId();
+    ASSERT_TRUE(trainer->Push(g, w.versions, v1::DTYPE_BF16, push_id).ok());
+    ASSERT_TRUE(
+        coordinator->Commit(worker, grant->unit().epoch(), grant->unit().index(), push_id).ok());
+  };
+  // Waits until every shard's partitions are at `round` (the round applied).
+  auto wait_for_round = [&](uint64_t round) {
+    const absl::Time give_up = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < give_up) {
+      WeightSnapshot w;
+      if (trainer->Pull(v1::DTYPE_FP32, &w).ok() &&
+          std::all_of(w.versions.begin(), w.versions.end(),
+                      [round](uint64_t v) { return v == round; })) {
+        return;
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    ADD_FAILURE() << "round " << round << " was not applied";
+  };
+
+  auto replica = *Cluster::Connect((*shards)->addresses());
+  ASSERT_TRUE(replica->FetchLayout().ok());
+  SubscriptionOptions options;
+  options.consistency = SnapshotConsistency::kCheckpointRound;
+  options.min_interval = absl::Milliseconds(20);
+  auto sub = WeightSubscription::Start(replica.get(), options);
+  ASSERT_TRUE(sub.ok()) << sub.status();
+  auto expect_published = [&](int64_t count, uint64_t round, uint64_t checkpoint) {
+    ASSERT_TRUE((*sub)->WaitForPublished(count - 1, absl::Seconds(10))) << (*sub)->last_error();
+    auto latest = (*sub)->Latest();
+    EXPECT_EQ((*sub)->published_checkpoint_id(), checkpoint);
+    for (uint64_t v : latest->versions) ASSERT_EQ(v, round);
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(latest->values[i],
+                w0[i] - static_cast<float>(kLr) * static_cast<float>(round) * Pattern(i))
+          << i;
+    }
+  };
+
+  run_round();
+  wait_for_round(1);
+  absl::SleepFor(absl::Milliseconds(500));
+  EXPECT_EQ((*sub)->published(), 0);  // No checkpoint yet.
+  auto first = coordinator->CheckpointNow();
+  ASSERT_TRUE(first.ok()) << first.status();
+  expect_published(1, 1, first->checkpoint_id());
+
+  run_round();
+  wait_for_round(2);
+  absl::SleepFor(absl::Milliseconds(500));
+  EXPECT_EQ((*sub)->published(), 1);  // Round 2 has no checkpoint.
+  auto second = coordinator->CheckpointNow();
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_GT(second->checkpoint_id(), first->checkpoint_id());
+  expect_published(2, 2, second->checkpoint_id());
+
+  // A checkpoint of unchanged weights is a new checkpoint round all the same.
+  auto third = coordinator->CheckpointNow();
+  ASSERT_TRUE(third.ok()) << third.status();
+  expect_published(3, 2, third->checkpoint_id());
+  EXPECT_EQ((*sub)->published(), 3);
 }
 
 }  // namespace
