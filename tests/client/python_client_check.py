@@ -4,18 +4,23 @@
 
 Checks: the layout; pulls (FP32, BF16, conditional, numpy and torch) equal
 the values C++ set; stats; a watch that sees the push this script makes;
-a retried push id is a duplicate. Exits 0 when all held, 1 otherwise.
+a retried push id is a duplicate; a checkpoint-round watch sees exactly the
+checkpoint it asks shard 0's coordinator for. Exits 0 when all held, 1 otherwise.
 
 Usage: python_client_check.py --ps=HOST:PORT,... --lr=LR
 """
 
 import argparse
 import sys
+import time
+
+import grpc
 
 import numpy as np
 import torch
 
 import spotps
+from spotps.v1 import coordinator_pb2, coordinator_pb2_grpc
 
 # The model python_client_test.cc initialises, and its values.
 LAYOUT = [("embed", (300, 700)), ("w", (129, 33)), ("b", (9,))]
@@ -103,6 +108,19 @@ def main():
         check(retried.duplicate, "a retried push id was applied twice")
     check(len(seen) >= 2 and seen[0] != seen[-1], f"watch callbacks saw versions {seen}")
     check(np.array_equal(cluster.pull("fp32").flat, want), "the duplicate changed the weights")
+
+    # A checkpoint-round watch publishes the weights of a checkpoint round,
+    # and nothing before there is one.
+    with cluster.watch(min_interval_ms=10, consistency="checkpoint_round") as sub:
+        time.sleep(0.5)
+        check(sub.published == 0, "a checkpoint-round watch published before any checkpoint")
+        with grpc.insecure_channel(cluster.addresses[0]) as channel:
+            reply = coordinator_pb2_grpc.CoordinatorStub(channel).CheckpointNow(
+                coordinator_pb2.CheckpointNowRequest(), timeout=30)
+        check(sub.wait_for_published(0, 10), f"no checkpoint round seen: {sub.last_error}")
+        check(sub.published_checkpoint_id == reply.checkpoint_id,
+              f"published checkpoint {sub.published_checkpoint_id}, wrote {reply.checkpoint_id}")
+        check(np.array_equal(sub.latest().flat, want), "the checkpoint round's weights differ")
 
     try:
         cluster.push({"nope": np.zeros(3, np.float32)}, fp32.versions)

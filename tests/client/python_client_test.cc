@@ -45,11 +45,19 @@ int RunPython(const std::vector<std::string>& script_args, const std::string& lo
   return code.ok() ? *code : -1;
 }
 
+// Shard 0 runs the coordinator, for checkpoint rounds on request.
 std::unique_ptr<LocalShardCluster> StartShards(const TempDir& dir, double lr) {
+  const std::string root = dir.path();
   auto shards = LocalShardCluster::Start(
       2,
-      [lr](int, const std::string&) {
-        return std::vector<std::string>{"--optimizer=sgd", absl::StrCat("--lr=", lr)};
+      [lr, root](int i, const std::string& addresses) {
+        std::vector<std::string> f = {"--optimizer=sgd", absl::StrCat("--lr=", lr),
+                                      absl::StrCat("--checkpoint_dir=", root, "/ckpt", i)};
+        if (i == 0) {
+          f.insert(f.end(), {"--epochs=1", "--units_per_epoch=4",
+                             "--peers=" + addresses.substr(addresses.find(',') + 1)});
+        }
+        return f;
       },
       dir.path());
   EXPECT_TRUE(shards.ok()) << shards.status();

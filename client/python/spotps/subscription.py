@@ -6,7 +6,10 @@ then pulls only the changed partitions, at most once per min_interval_ms,
 and publishes an immutable Snapshot copy. Changes quicker than the interval
 fold into one snapshot. With consistency="sync_round" a snapshot is
 published only when every partition of every shard has the same version:
-in --consistency=sync, exactly the weights after one whole round.
+in --consistency=sync, exactly the weights after one whole round. With
+"checkpoint_round", only the weights of a checkpoint round: every shard's
+newest checkpoint has the same id and the pull read every partition at its
+version in it (a round the weights moved on from is skipped).
 """
 
 import random
@@ -32,14 +35,14 @@ class WeightSubscription:
                  dtype="fp32", stream_duration_s=60.0, initial_backoff_s=0.05,
                  max_backoff_s=2.0):
         cluster._require_layout("watch")
-        if consistency not in ("any", "sync_round"):
-            raise ValueError("consistency must be 'any' or 'sync_round'")
+        if consistency not in ("any", "sync_round", "checkpoint_round"):
+            raise ValueError("consistency must be 'any', 'sync_round' or 'checkpoint_round'")
         if min_interval_ms < 0 or stream_duration_s < 0.01:
             raise ValueError("min_interval_ms must be >= 0 and stream_duration_s >= 0.01")
         self._cluster = cluster
         self._callback = callback
         self._min_interval_s = min_interval_ms / 1000.0
-        self._sync_round = consistency == "sync_round"
+        self._consistency = consistency
         self._dtype = codec.wire_dtype(dtype)
         self._stream_duration_s = stream_duration_s
         self._initial_backoff_s = initial_backoff_s
@@ -48,6 +51,10 @@ class WeightSubscription:
         self._stopping = False
         self._watched = [NO_VERSION] * len(cluster.partitions)
         self._generation = 0
+        # Each shard's newest checkpoint id and the partitions' versions in it.
+        self._checkpoint_ids = [0] * cluster.num_shards
+        self._checkpoint_versions = [NO_VERSION] * len(cluster.partitions)
+        self._published_checkpoint_id = 0
         self._latest = None
         self._published = 0
         self.last_error = None
@@ -100,10 +107,27 @@ class WeightSubscription:
             self._cond.wait_for(lambda: self._stopping, max(0.0, seconds))
             return not self._stopping
 
-    def _consistent(self, versions):
-        if not self._sync_round:
+    @property
+    def published_checkpoint_id(self):
+        """checkpoint_round: the checkpoint id of the newest published snapshot."""
+        with self._cond:
+            return self._published_checkpoint_id
+
+    def _common_checkpoint(self):
+        """(id, versions) of the checkpoint every shard reported last; (0, None) if none."""
+        ids = self._checkpoint_ids
+        if ids[0] == 0 or any(i != ids[0] for i in ids):
+            return 0, None
+        return ids[0], list(self._checkpoint_versions)
+
+    def _publishable(self, versions, checkpoint):
+        if self._consistency == "any":
             return True
-        return versions[0] != NO_VERSION and all(v == versions[0] for v in versions)
+        if self._consistency == "sync_round":
+            return versions[0] != NO_VERSION and all(v == versions[0] for v in versions)
+        checkpoint_id, checkpoint_versions = checkpoint
+        return (checkpoint_id != 0 and versions == checkpoint_versions
+                and NO_VERSION not in versions)
 
     def _watch_shard(self, shard):
         _, stub = self._connections[shard]
@@ -120,9 +144,16 @@ class WeightSubscription:
             try:
                 for response in call:
                     with self._cond:
-                        for p in response.partitions:
+                        with_checkpoint = (len(response.checkpoint_versions)
+                                           == len(response.partitions))
+                        self._checkpoint_ids[shard] = (response.last_checkpoint_id
+                                                       if with_checkpoint else 0)
+                        for k, p in enumerate(response.partitions):
                             if p.partition_id < len(self._watched):
                                 self._watched[p.partition_id] = p.version
+                                self._checkpoint_versions[p.partition_id] = (
+                                    response.checkpoint_versions[k] if with_checkpoint
+                                    else NO_VERSION)
                         self._generation += 1
                         self._cond.notify_all()
                     backoff = self._initial_backoff_s
@@ -152,8 +183,15 @@ class WeightSubscription:
                     return
                 seen = self._generation
                 watched = list(self._watched)
+                checkpoint = (0, None)
+                if self._consistency == "checkpoint_round":
+                    checkpoint = self._common_checkpoint()
+                    if checkpoint[0] == self._published_checkpoint_id:
+                        checkpoint = (0, None)  # Published already.
             have = working.versions if working is not None else None
-            if not retry and (watched == have or not self._consistent(watched)):
+            # A new checkpoint of unchanged weights is published without new data.
+            unchanged = watched == have and checkpoint[0] == 0
+            if not retry and (unchanged or not self._publishable(watched, checkpoint)):
                 continue
             if not self._sleep_unless_stopped(last_pull + self._min_interval_s - time.monotonic()):
                 return
@@ -169,13 +207,16 @@ class WeightSubscription:
                 continue
             retry = False
             backoff = self._initial_backoff_s
-            if not self._consistent(working.versions) or working.versions == published_versions:
+            if not self._publishable(working.versions, checkpoint):
+                continue
+            if working.versions == published_versions and checkpoint[0] == 0:
                 continue
             published_versions = list(working.versions)
             snapshot = working.copy()
             with self._cond:
                 self._latest = snapshot
                 self._published += 1
+                self._published_checkpoint_id = checkpoint[0]
                 self._cond.notify_all()
             if self._callback is not None:
                 self._callback(snapshot)
