@@ -314,7 +314,14 @@ class Cluster:
         def attempt(timeout):
             received = {}
             counters[0] = counters[1] = 0
-            for response in self._stubs[shard].Pull(request, timeout=timeout):
+            call = self._stubs[shard].Pull(request, timeout=timeout)
+            try:
+                read(call, received)
+            finally:
+                call.cancel()  # Frees the stream after a malformed chunk; no-op when done.
+
+        def read(call, received):
+            for response in call:
                 for chunk in response.chunks:
                     pid = chunk.partition_id
                     p = self.partitions[pid] if pid < len(self.partitions) else None
