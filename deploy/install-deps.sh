@@ -21,6 +21,8 @@ PACKAGES=(
   prometheus chromium
   # Security tests: certificates made at test time (tests/support/test_certificates.cc).
   openssl
+  # The Python client (client/python) and its tests: gRPC, protobuf, NumPy, torch.
+  python3-grpcio python3-protobuf python3-numpy python3-torch
 )
 
 # kubectl renders the Kubernetes manifests (kubectl kustomize) in the

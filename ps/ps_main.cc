@@ -365,6 +365,7 @@ int main(int argc, char** argv) {
     std::printf("spotps-ps: shard %u got signal %d, shutting down\n", options->shard_index, signo);
     std::fflush(stdout);
     gate.SetServing(false, "shutting down");
+    service.StopWatches();  // Watch streams would otherwise hold the grace period.
     server->Shutdown(std::chrono::system_clock::now() +
                      std::chrono::seconds(absl::GetFlag(FLAGS_shutdown_grace_s)));
   });

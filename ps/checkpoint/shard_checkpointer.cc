@@ -58,6 +58,13 @@ absl::StatusOr<CheckpointWriteResult> ShardCheckpointer::Write(uint64_t id, cons
   {
     absl::MutexLock failure_lock(&failure_mu_);
     last_failure_ = Failure();
+    if (id >= last_written_versions_.id) {
+      last_written_versions_.id = id;
+      last_written_versions_.versions.clear();
+      for (const PartitionSnapshot& p : state->partitions) {
+        last_written_versions_.versions.emplace_back(p.id, p.version);
+      }
+    }
   }
   uint64_t seen = last_written_id_.load();
   while (id > seen && !last_written_id_.compare_exchange_weak(seen, id)) {

@@ -7,6 +7,8 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -52,6 +54,17 @@ class ShardCheckpointer {
   uint64_t restored_id() const { return restored_id_.load(); }
   uint64_t last_written_id() const { return last_written_id_.load(); }
 
+  // The newest checkpoint this process wrote and the version of each
+  // partition in it (ascending ids); id 0 and none before the first.
+  struct WrittenVersions {
+    uint64_t id = 0;
+    std::vector<std::pair<uint32_t, uint64_t>> versions;
+  };
+  WrittenVersions last_written_versions() const {
+    absl::MutexLock lock(&failure_mu_);
+    return last_written_versions_;
+  }
+
   // The last write that failed on disk (e.g. ENOSPC) and when; cleared by
   // the next successful write. Empty message and absl::InfinitePast() if none.
   struct Failure {
@@ -86,6 +99,7 @@ class ShardCheckpointer {
   mutable absl::Mutex failure_mu_;
   Failure last_failure_ ABSL_GUARDED_BY(failure_mu_);
   Success last_success_ ABSL_GUARDED_BY(failure_mu_);
+  WrittenVersions last_written_versions_ ABSL_GUARDED_BY(failure_mu_);
 };
 
 }  // namespace spotps

@@ -1,7 +1,9 @@
 #include "ps/rpc/parameter_server_service.h"
 
+#include <algorithm>
 #include <set>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_format.h"
 #include "common/grpc_status.h"
 #include "common/tensor_codec.h"
@@ -166,6 +168,7 @@ grpc::Status ParameterServerService::Init(grpc::ServerContext* context,
   absl::StatusOr<bool> applied = store_->Init(*layout, ranges);
   if (!applied.ok()) return ToGrpcStatus(applied.status());
   response->set_applied(*applied);
+  if (*applied) updates_.Notify();
   return grpc::Status::OK;
 }
 
@@ -286,6 +289,7 @@ grpc::Status ParameterServerService::ServePush(grpc::ServerContext* context,
   // Counted only once accepted: a refused push changes no counter but the
   // store's rejection counts.
   store_->CountPushBytes(announced_elements * static_cast<int64_t>(width));
+  if (!outcome->duplicate && !outcome->deferred) updates_.Notify();
   response->set_duplicate(outcome->duplicate);
   response->set_deferred(outcome->deferred);
   response->set_global_step(outcome->global_step);
@@ -345,7 +349,107 @@ grpc::Status ParameterServerService::ApplyRound(grpc::ServerContext*,
   if (!outcome.ok()) return ToGrpcStatus(outcome.status());
   response->set_already_applied(outcome->already_applied);
   response->set_global_step(outcome->global_step);
+  if (!outcome->already_applied) updates_.Notify();
   return grpc::Status::OK;
+}
+
+void ParameterServerService::FillWatchResponse(const std::vector<uint32_t>& ids,
+                                               v1::WatchResponse* response) const {
+  response->Clear();
+  for (uint32_t id : ids) {
+    v1::PartitionStats* p = response->add_partitions();
+    p->set_partition_id(id);
+    p->set_version(store_->Version(id).value_or(0));  // Ids were checked: owned.
+    p->set_num_elements(
+        static_cast<uint64_t>(store_->partition_map().partitions()[id].num_elements));
+  }
+  v1::StatsResponse stats;
+  store_->FillStats(&stats);
+  response->set_global_step(stats.global_step());
+  response->set_incarnation(incarnation_);
+  if (checkpointer_ == nullptr) return;
+  const ShardCheckpointer::WrittenVersions written = checkpointer_->last_written_versions();
+  if (written.id == 0) return;
+  response->set_last_checkpoint_id(written.id);
+  for (uint32_t id : ids) {
+    auto it = std::lower_bound(written.versions.begin(), written.versions.end(),
+                               std::make_pair(id, uint64_t{0}));
+    response->add_checkpoint_versions(
+        it != written.versions.end() && it->first == id ? it->second : ~uint64_t{0});
+  }
+}
+
+uint64_t ParameterServerService::LastCheckpointId() const {
+  return checkpointer_ == nullptr ? 0 : checkpointer_->last_written_id();
+}
+
+grpc::Status ParameterServerService::Watch(grpc::ServerContext* context,
+                                           const v1::WatchRequest* request,
+                                           grpc::ServerWriter<v1::WatchResponse>* writer) {
+  if (!store_->initialized()) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "model is not initialised on this shard: a trainer must call Init first");
+  }
+  std::vector<uint32_t> ids(request->partition_ids().begin(), request->partition_ids().end());
+  if (ids.empty()) ids = store_->owned_partitions();
+  std::set<uint32_t> unique_ids;
+  for (uint32_t id : ids) {
+    if (!unique_ids.insert(id).second) {
+      return InvalidArgument(absl::StrFormat("watch lists partition %d twice", id));
+    }
+    if (absl::StatusOr<uint64_t> v = store_->Version(id); !v.ok()) return ToGrpcStatus(v.status());
+  }
+  if (!updates_.Admit()) {
+    return grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        absl::StrFormat("this shard already serves its limit of %d watchers (or is shutting "
+                        "down): try again later",
+                        updates_.max_watchers()));
+  }
+  absl::Cleanup release = [this] { updates_.Release(); };
+  const absl::Duration asked = absl::Milliseconds(request->max_duration_ms());
+  const absl::Time end =
+      absl::Now() +
+      (asked == absl::ZeroDuration() ? kMaxWatchDuration : std::min(asked, kMaxWatchDuration));
+  // The counter is read before the versions, so a change after this read
+  // wakes the loop even if the first message already shows it.
+  uint64_t seen = updates_.count(), seen_before = seen, step_before = store_->global_step();
+  bool settling = false;
+  v1::WatchResponse sent, now;
+  FillWatchResponse(ids, &sent);
+  if (!writer->Write(sent)) return grpc::Status(grpc::StatusCode::CANCELLED, "watcher went away");
+  while (true) {
+    // Short waits, so a cancelled or expired stream is noticed promptly.
+    seen = updates_.WaitForChange(seen, std::min(end, absl::Now() + absl::Milliseconds(100)));
+    if (updates_.shut_down()) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "shard is shutting down");
+    }
+    if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "watch cancelled");
+    if (absl::Now() >= end) return grpc::Status::OK;
+    // Shard 0 applies its own sync rounds and writes its own checkpoints
+    // past this service, so the step and the checkpoint id are compared
+    // too. The step moves before the versions do: after a change, the
+    // versions are read again on the next wake until they stand still.
+    const uint64_t step = store_->global_step();
+    const uint64_t checkpoint = LastCheckpointId();
+    if (seen == seen_before && step == step_before && checkpoint == sent.last_checkpoint_id() &&
+        !settling) {
+      continue;
+    }
+    seen_before = seen;
+    step_before = step;
+    FillWatchResponse(ids, &now);
+    bool changed = now.last_checkpoint_id() != sent.last_checkpoint_id();
+    for (int i = 0; i < now.partitions_size(); ++i) {
+      changed = changed || now.partitions(i).version() != sent.partitions(i).version();
+    }
+    settling = changed;
+    if (!changed) continue;
+    sent.Swap(&now);
+    if (!writer->Write(sent)) {
+      return grpc::Status(grpc::StatusCode::CANCELLED, "watcher went away");
+    }
+  }
 }
 
 }  // namespace spotps

@@ -5,6 +5,7 @@
 
 #include "ps/checkpoint/shard_checkpointer.h"
 #include "ps/rpc/shard_metrics.h"
+#include "ps/rpc/update_signal.h"
 #include "ps/store/shard_store.h"
 #include "spotps/v1/parameter_server.grpc.pb.h"
 
@@ -18,15 +19,24 @@ namespace spotps {
 // messages, chunks and payload bytes by this shard's own partitions (and the
 // push's checked announcement), and cut off with RESOURCE_EXHAUSTED as soon
 // as it crosses a bound; an init of a different model is refused on its
-// first message.
+// first message. Watch streams are bounded in number (RESOURCE_EXHAUSTED
+// beyond max_watchers) and in time (kMaxWatchDuration), and end at once
+// with UNAVAILABLE after StopWatches.
 class ParameterServerService final : public v1::ParameterServer::Service {
  public:
   // `checkpointer` may be null (no --checkpoint_dir). `incarnation` tells
   // clients and shard 0 this process apart from an earlier one. `metrics`
   // (may be null) counts pulls and pushes for --metrics_listen.
+  static constexpr int kDefaultMaxWatchers = 32;
+  static constexpr absl::Duration kMaxWatchDuration = absl::Seconds(300);
+
   ParameterServerService(ShardStore* store, ShardCheckpointer* checkpointer, uint64_t incarnation,
-                         ShardMetrics* metrics = nullptr)
-      : store_(store), checkpointer_(checkpointer), incarnation_(incarnation), metrics_(metrics) {}
+                         ShardMetrics* metrics = nullptr, int max_watchers = kDefaultMaxWatchers)
+      : store_(store),
+        checkpointer_(checkpointer),
+        incarnation_(incarnation),
+        metrics_(metrics),
+        updates_(max_watchers) {}
 
   grpc::Status GetLayout(grpc::ServerContext* context, const v1::GetLayoutRequest* request,
                          v1::GetLayoutResponse* response) override;
@@ -43,6 +53,12 @@ class ParameterServerService final : public v1::ParameterServer::Service {
                                v1::WriteCheckpointResponse* response) override;
   grpc::Status ApplyRound(grpc::ServerContext* context, const v1::ApplyRoundRequest* request,
                           v1::ApplyRoundResponse* response) override;
+  grpc::Status Watch(grpc::ServerContext* context, const v1::WatchRequest* request,
+                     grpc::ServerWriter<v1::WatchResponse>* writer) override;
+
+  // Ends every open Watch stream (UNAVAILABLE) and refuses new ones: call
+  // before shutting the server down, so watchers do not hold it up.
+  void StopWatches() { updates_.Shutdown(); }
 
  private:
   grpc::Status ServePull(grpc::ServerContext* context, const v1::PullRequest* request,
@@ -50,11 +66,16 @@ class ParameterServerService final : public v1::ParameterServer::Service {
   // `apply` receives the time the store took to apply the push.
   grpc::Status ServePush(grpc::ServerContext* context, grpc::ServerReader<v1::PushRequest>* reader,
                          v1::PushResponse* response, absl::Duration* apply);
+  // The watched partitions' versions and the shard's counters now.
+  void FillWatchResponse(const std::vector<uint32_t>& ids, v1::WatchResponse* response) const;
+  uint64_t LastCheckpointId() const;  // 0 without a checkpointer.
 
   ShardStore* const store_;
   ShardCheckpointer* const checkpointer_;
   const uint64_t incarnation_;
   ShardMetrics* const metrics_;
+  // Rung after every init, applied push and applied round.
+  UpdateSignal updates_;
 };
 
 }  // namespace spotps

@@ -160,6 +160,10 @@ class ShardStore {
 
   const ShardOptions& options() const { return options_; }
   double LearningRateNow() const;
+  // Updates applied (pushes, or rounds in sync mode). Bumped before the
+  // partitions' versions move, so a reader that sees it change may still
+  // read some old versions.
+  uint64_t global_step() const { return global_step_.load(); }
   // Fills the counters and partition versions of a Stats reply.
   void FillStats(v1::StatsResponse* stats) const;
   void CountPull(int64_t bytes_out);

@@ -1,0 +1,127 @@
+// The Python client (client/python, run by Debian's /usr/bin/python3)
+// against real shard processes that this C++ side initialises and checks:
+// what Python pulls equals what C++ set, a gradient Python pushes changes
+// the weights by exactly -lr * g, Python's watch sees the change, and the
+// README's fine-tuning example runs.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "client/cluster.h"
+#include "tests/support/child_process.h"
+
+namespace spotps {
+namespace {
+
+using testing::ChildProcess;
+using testing::LocalShardCluster;
+using testing::TempDir;
+
+constexpr double kLr = 0.0625;  // A power of two: lr * g is exact.
+
+float Initial(int64_t i) { return static_cast<float>(i % 64) * 0.125f; }
+float Pattern(int64_t i) { return static_cast<float>(i % 5 - 2); }
+
+std::string ReadLog(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Runs a Python script with the built package on its path; returns its
+// exit code and leaves its output in `log`.
+int RunPython(const std::vector<std::string>& script_args, const std::string& log) {
+  std::vector<std::string> argv = {"/usr/bin/env", "PYTHONPATH=" SPOTPS_PYTHON_DIR,
+                                   "/usr/bin/python3"};
+  argv.insert(argv.end(), script_args.begin(), script_args.end());
+  auto child = ChildProcess::Start(argv, log);
+  EXPECT_TRUE(child.ok()) << child.status();
+  if (!child.ok()) return -1;
+  auto code = (*child)->Wait(absl::Seconds(100));
+  EXPECT_TRUE(code.ok()) << code.status();
+  return code.ok() ? *code : -1;
+}
+
+// Shard 0 runs the coordinator, for checkpoint rounds on request.
+std::unique_ptr<LocalShardCluster> StartShards(const TempDir& dir, double lr) {
+  const std::string root = dir.path();
+  auto shards = LocalShardCluster::Start(
+      2,
+      [lr, root](int i, const std::string& addresses) {
+        std::vector<std::string> f = {"--optimizer=sgd", absl::StrCat("--lr=", lr),
+                                      absl::StrCat("--checkpoint_dir=", root, "/ckpt", i)};
+        if (i == 0) {
+          f.insert(f.end(), {"--epochs=1", "--units_per_epoch=4",
+                             "--peers=" + addresses.substr(addresses.find(',') + 1)});
+        }
+        return f;
+      },
+      dir.path());
+  EXPECT_TRUE(shards.ok()) << shards.status();
+  return shards.ok() ? *std::move(shards) : nullptr;
+}
+
+TEST(PythonClientTest, PullsWhatCppSetAndPushesExactlyMinusLrTimesTheGradient) {
+  TempDir dir;
+  auto shards = StartShards(dir, kLr);
+  ASSERT_NE(shards, nullptr);
+  auto cluster = *Cluster::Connect(shards->addresses());
+  const ModelLayout layout =
+      *ModelLayout::Create({{"embed", {300, 700}}, {"w", {129, 33}}, {"b", {9}}});
+  const int64_t n = layout.total_elements();
+  std::vector<float> w0(n);
+  for (int64_t i = 0; i < n; ++i) w0[i] = Initial(i);
+  ASSERT_TRUE(cluster->Init(layout, w0).ok());
+
+  const std::string log = dir.path() + "/python.log";
+  const int code = RunPython({SPOTPS_SOURCE_DIR "/tests/client/python_client_check.py",
+                              "--ps=" + shards->addresses(), absl::StrCat("--lr=", kLr)},
+                             log);
+  ASSERT_EQ(code, 0) << ReadLog(log);
+
+  // Python pushed Pattern (by flat index) for "embed" and "b", once.
+  WeightSnapshot w;
+  ASSERT_TRUE(cluster->Pull(v1::DTYPE_FP32, &w).ok());
+  for (const TensorSlot& t : layout.tensors()) {
+    const bool pushed = t.name != "w";
+    for (int64_t i = t.flat_offset; i < t.flat_offset + t.num_elements; ++i) {
+      const float want = pushed ? w0[i] - static_cast<float>(kLr) * Pattern(i) : w0[i];
+      ASSERT_EQ(w.values[i], want) << t.name << " element " << i;
+    }
+  }
+  auto stats = cluster->Stats();
+  ASSERT_TRUE(stats.ok());
+  uint64_t duplicates = 0;
+  for (const auto& s : *stats) {
+    EXPECT_LE(s.global_step(), 1u);
+    duplicates += s.pushes_duplicate();
+  }
+  EXPECT_GE(duplicates, 1u);  // The retried push id.
+}
+
+TEST(PythonClientTest, TheReadmeFineTuningExampleTrainsTheShards) {
+  TempDir dir;
+  auto shards = StartShards(dir, 0.5);
+  ASSERT_NE(shards, nullptr);
+  auto cluster = *Cluster::Connect(shards->addresses());
+  const ModelLayout layout = *ModelLayout::Create({{"head.weight", {4, 16}}, {"head.bias", {4}}});
+  ASSERT_TRUE(cluster->Init(layout, std::vector<float>(layout.total_elements(), 0.0f)).ok());
+
+  constexpr int kSteps = 40;
+  const std::string log = dir.path() + "/finetune.log";
+  const int code = RunPython({SPOTPS_SOURCE_DIR "/client/python/examples/finetune.py",
+                              "--ps=" + shards->addresses(), absl::StrCat("--steps=", kSteps)},
+                             log);
+  ASSERT_EQ(code, 0) << ReadLog(log);
+  auto stats = cluster->Stats();
+  ASSERT_TRUE(stats.ok());
+  uint64_t steps = 0;
+  for (const auto& s : *stats) steps = std::max(steps, s.global_step());
+  EXPECT_EQ(steps, static_cast<uint64_t>(kSteps));  // Every step's push was applied.
+}
+
+}  // namespace
+}  // namespace spotps
