@@ -41,9 +41,14 @@ fi
 echo "ok: headers, static libraries, spotpsConfig.cmake, spotps.pc"
 
 # Out of tree: a copy of the example, nothing of the source tree on the
-# include path, the compiler cache kept out of the way.
+# include path. ccache (if present) with paths relative to the scratch
+# folder, so a second run reuses the first one's objects.
 cp -r "$src/client/examples/consumer" "$scratch/consumer-src"
-unset CCACHE_BASEDIR
+launcher=()
+if command -v ccache > /dev/null; then
+  export CCACHE_BASEDIR=$scratch
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
 configure_and_build() {  # NAME CMAKE_ARGS...
   local name=$1
   shift
@@ -55,9 +60,9 @@ configure_and_build() {  # NAME CMAKE_ARGS...
   if grep -q -- "$src" "$scratch/$name/build.ninja"; then die "$name: the build uses the source tree"; fi
   echo "ok: the consumer builds with $name"
 }
-configure_and_build find_package -DCMAKE_PREFIX_PATH="$prefix"
+configure_and_build find_package -DCMAKE_PREFIX_PATH="$prefix" "${launcher[@]}"
 PKG_CONFIG_PATH=$prefix/lib/pkgconfig configure_and_build pkg-config \
-  -DSPOTPS_CONSUMER_USE_PKG_CONFIG=ON
+  -DSPOTPS_CONSUMER_USE_PKG_CONFIG=ON "${launcher[@]}"
 grep -q 'spotps::client' "$scratch/consumer-src/CMakeLists.txt" || die "the example does not link spotps::client"
 
 echo "== a live shard from the install"
