@@ -43,6 +43,7 @@ float HalfToFloat(uint16_t h) {
 }
 
 void Widen(SafetensorsDType dtype, const char* src, int64_t n, float* dst) {
+  if (n == 0) return;  // dst may be null: an empty vector.
   if (dtype == SafetensorsDType::kF32) {
     std::memcpy(dst, src, size_t(n) * 4);
     return;
@@ -300,6 +301,7 @@ absl::StatusOr<std::string> SerializeSafetensors(const SafetensorsContents& cont
   out += text;
   const v1::DType wire = dtype == SafetensorsDType::kF32 ? v1::DTYPE_FP32 : v1::DTYPE_BF16;
   for (const SafetensorsTensor& t : contents.tensors) {
+    if (t.values.empty()) continue;
     AppendEncoded(t.values.data(), int64_t(t.values.size()), wire, &out);
   }
   return out;
