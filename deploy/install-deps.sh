@@ -10,6 +10,9 @@ PACKAGES=(
   libabsl-dev libboost-dev libboost-system-dev libgtest-dev libgmock-dev
   bazel-bootstrap python3
   bible-kjv bible-kjv-text
+  # safetensors (client/safetensors_file.cc) and its checks against PyTorch
+  # (tests/tools/safetensors_torch_test.py runs Debian's torch and numpy).
+  nlohmann-json3-dev python3-numpy python3-torch
   # The fuzzers (tests/fuzz): clang with libFuzzer and its OpenMP.
   clang libclang-rt-14-dev libomp-dev
   # Deployment tests: dpkg-shlibdeps (the .deb's Depends), YAML parsing.
@@ -21,8 +24,9 @@ PACKAGES=(
   prometheus chromium
   # Security tests: certificates made at test time (tests/support/test_certificates.cc).
   openssl
-  # The Python client (client/python) and its tests: gRPC, protobuf, NumPy, torch.
-  python3-grpcio python3-protobuf python3-numpy python3-torch
+  # The Python client (client/python) and its tests: gRPC and protobuf (NumPy
+  # and torch are above).
+  python3-grpcio python3-protobuf
 )
 
 # kubectl renders the Kubernetes manifests (kubectl kustomize) in the

@@ -8,8 +8,12 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/cluster.h"
+#include "common/atomic_file.h"
 #include "common/command_line.h"
 #include "common/exit_status.h"
 #include "common/log.h"
@@ -19,6 +23,7 @@
 #include "trainer/model/evaluation.h"
 #include "trainer/model/model_flags.h"
 #include "trainer/model/parameter_binding.h"
+#include "trainer/model/pretrained_weights.h"
 #include "trainer/model/text_generation.h"
 #include "trainer/runtime/compute_runtime.h"
 
@@ -33,11 +38,48 @@ ABSL_FLAG(double, temperature, 0.8, "Sampling temperature; 0: greedy.");
 ABSL_FLAG(int64_t, top_k, 40, "Sample among the k likeliest tokens; 0: all.");
 ABSL_FLAG(uint64_t, seed, 7, "Sampling seed.");
 ABSL_FLAG(double, wait_s, 30, "Seconds to wait for the model to be initialised.");
+ABSL_FLAG(std::string, logits_out, "",
+          "Write the logits for --logits_tokens to this JSON file and exit (checks against "
+          "other implementations).");
+ABSL_FLAG(std::string, logits_tokens, "1,2,3", "Comma-separated token ids for --logits_out.");
 
 namespace {
 
 using spotps::RuntimeError;
 using spotps::UsageError;
+
+absl::StatusOr<std::vector<int64_t>> ParseTokenIds(absl::string_view text) {
+  std::vector<int64_t> ids;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    int64_t id;
+    if (!absl::SimpleAtoi(part, &id) || id < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--logits_tokens: '", part, "' is not a token id"));
+    }
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+// {"dtype": "bf16", "tokens": [...], "logits": [[...], ...]}, floats with
+// enough digits to read back exactly.
+absl::Status WriteLogits(spotps::GptModel& model, const std::vector<int64_t>& tokens,
+                         spotps::ComputeDType dtype, const std::string& path) {
+  absl::StatusOr<std::vector<std::vector<float>>> logits = spotps::LogitsFor(model, tokens, dtype);
+  if (!logits.ok()) return logits.status();
+  std::string json =
+      absl::StrCat("{\"dtype\": \"", spotps::ComputeDTypeName(dtype), "\", \"tokens\": [",
+                   absl::StrJoin(tokens, ","), "], \"logits\": [");
+  for (size_t t = 0; t < logits->size(); ++t) {
+    absl::StrAppend(
+        &json, t == 0 ? "[" : ",\n[",
+        absl::StrJoin((*logits)[t], ",",
+                      [](std::string* out, float v) { absl::StrAppendFormat(out, "%.9g", v); }),
+        "]");
+  }
+  absl::StrAppend(&json, "]}\n");
+  return spotps::WriteFileAtomically(path, json);
+}
 
 }  // namespace
 
@@ -53,6 +95,9 @@ int main(int argc, char** argv) {
   if (!runtime.ok()) return RuntimeError(runtime.status());
   absl::StatusOr<spotps::GptConfig> config = spotps::GptConfigFromFlags();
   if (!config.ok()) return UsageError(config.status());
+  absl::StatusOr<std::vector<int64_t>> logits_tokens =
+      ParseTokenIds(absl::GetFlag(FLAGS_logits_tokens));
+  if (!logits_tokens.ok()) return UsageError(logits_tokens.status());
   if (spotps::CheckFlagsOnly()) return spotps::kExitSuccess;
   absl::StatusOr<spotps::GptModel> model = spotps::CreateGptModel(*config, 0);
   if (!model.ok()) return RuntimeError(model.status());
@@ -72,6 +117,11 @@ int main(int argc, char** argv) {
   spotps::WeightSnapshot weights;
   if (auto s = (*cluster)->Pull(spotps::v1::DTYPE_FP32, &weights); !s.ok()) return RuntimeError(s);
   binding->LoadWeights(weights.values);
+  if (const std::string path = absl::GetFlag(FLAGS_logits_out); !path.empty()) {
+    if (auto s = WriteLogits(*model, *logits_tokens, dtype, path); !s.ok()) return RuntimeError(s);
+    std::printf("logits: %zu tokens -> %s\n", logits_tokens->size(), path.c_str());
+    return 0;
+  }
 
   if (!absl::GetFlag(FLAGS_data).empty()) {
     auto data = spotps::TokenDataset::Open(absl::GetFlag(FLAGS_data));

@@ -31,6 +31,7 @@
 #include "trainer/elastic/training_worker.h"
 #include "trainer/elastic/worker_membership.h"
 #include "trainer/model/model_flags.h"
+#include "trainer/model/pretrained_weights.h"
 #include "trainer/runtime/compute_runtime.h"
 
 ABSL_FLAG(std::string, ps, "127.0.0.1:7000", "Shard addresses host:port,... in shard order.");
@@ -41,6 +42,9 @@ ABSL_FLAG(int64_t, steps, 0, "Steps to train; 0: until --epochs or --max_seconds
 ABSL_FLAG(double, epochs, 0, "Passes over the training tokens (converted to steps).");
 ABSL_FLAG(double, max_seconds, 0, "Stop after this long; 0: no limit.");
 ABSL_FLAG(uint64_t, seed, 1234, "Initial weights (same on every worker) and data seed.");
+ABSL_FLAG(std::string, init_from, "",
+          "safetensors file with Hugging Face GPT-2 names: the initial weights instead of "
+          "--seed's (fine-tuning); shards that already hold the model keep theirs.");
 ABSL_FLAG(int, worker_index, 0, "Distinguishes workers' data streams and log lines.");
 ABSL_FLAG(double, clip_norm, 1.0, "Clip gradients to this global norm; 0: off.");
 ABSL_FLAG(int64_t, log_every, 10, "Progress line every N steps.");
@@ -166,6 +170,12 @@ int main(int argc, char** argv) {
   absl::StatusOr<spotps::GptModel> model =
       spotps::CreateGptModel(*config, absl::GetFlag(FLAGS_seed));
   if (!model.ok()) return RuntimeError(model.status());
+  if (const std::string path = absl::GetFlag(FLAGS_init_from); !path.empty()) {
+    if (absl::Status s = spotps::LoadPretrainedWeights(*model, path); !s.ok()) {
+      return RuntimeError(s);
+    }
+    spotps::LogInfoF("initial weights from %s", path);
+  }
 
   spotps::ClusterOptions cluster_options;
   cluster_options.retry.deadline = absl::Seconds(absl::GetFlag(FLAGS_rpc_deadline_s));

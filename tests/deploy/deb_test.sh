@@ -60,7 +60,8 @@ dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|' > "$scratch/files"
 for f in /usr/bin/spotps-ps /usr/bin/spotps-trainer /usr/bin/spotps-generate \
     /usr/bin/spotps-tokenize /usr/bin/spotps-ctl /usr/bin/spotps-client-example \
     /usr/lib/libspotps_client.a /usr/lib/libspotps_common.a /usr/lib/libspotps_proto.a \
-    /usr/lib/pkgconfig/spotps.pc \
+    /usr/lib/pkgconfig/spotps.pc /usr/lib/cmake/spotps/spotpsConfig.cmake \
+    /usr/lib/cmake/spotps/spotpsTargets.cmake /usr/include/spotps/client/safetensors_file.h \
     /usr/include/spotps/client/cluster.h /usr/include/spotps/client/coordinator_client.h \
     /usr/include/spotps/common/model_layout.h /usr/include/spotps/common/partition_map.h \
     /usr/include/spotps/common/retry_policy.h \

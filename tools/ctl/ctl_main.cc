@@ -3,6 +3,8 @@
 //   spotps-ctl --ps=host:port,... status [--json] [--sample_s=1] [--tokens_per_push=N]
 //   spotps-ctl --ps=host:port,... checkpoint
 //   spotps-ctl --ps=host:port,... wait-done [--timeout_s=600]
+//   spotps-ctl --ps=host:port,... export --out=model.safetensors [--dtype=fp32|bf16]
+//   spotps-ctl --ps=host:port,... import --in=model.safetensors
 //
 // Every RPC goes through the client library, so it has a deadline and
 // bounded retries. Exit status: 0 success, 1 the cluster failed or refused,
@@ -37,6 +39,7 @@
 #include "common/security_flags.h"
 #include "tools/ctl/cluster_status.h"
 #include "tools/ctl/ctl_usage.h"
+#include "tools/ctl/safetensors_transfer.h"
 #include "tools/ctl/status_format.h"
 
 ABSL_FLAG(std::string, ps, "", "Shard addresses host:port,... in shard order (required).");
@@ -47,6 +50,9 @@ ABSL_FLAG(int64_t, tokens_per_push, 0,
           "status: tokens per trainer step (batch x seq_len), to turn pushes/s into tokens/s.");
 ABSL_FLAG(double, timeout_s, 600, "wait-done: give up (exit 1) after this long.");
 ABSL_FLAG(double, print_every_s, 5, "wait-done: seconds between progress lines.");
+ABSL_FLAG(std::string, out, "", "export: the safetensors file to write (atomically).");
+ABSL_FLAG(std::string, dtype, "fp32", "export: fp32 or bf16 (round to nearest even).");
+ABSL_FLAG(std::string, in, "", "import: the safetensors file (Hugging Face GPT-2 names).");
 ABSL_FLAG(double, rpc_timeout_s, 10, "Deadline of each RPC attempt (failed attempts are retried).");
 
 namespace spotps {
@@ -56,7 +62,8 @@ namespace {
 constexpr absl::string_view kFlagNames[] = {
     "ps",        "json",          "sample_s",      "tokens_per_push",
     "timeout_s", "print_every_s", "rpc_timeout_s", "tls_ca",
-    "tls_cert",  "tls_key",       "token_file"};
+    "tls_cert",  "tls_key",       "token_file",    "out",
+    "dtype",     "in"};
 
 RetryPolicy CtlRetryPolicy() {
   RetryPolicy policy;
@@ -77,6 +84,11 @@ absl::StatusOr<std::unique_ptr<Cluster>> ConnectShards() {
 // Shard 0 hosts the coordinator, if the job has one.
 absl::StatusOr<std::unique_ptr<CoordinatorClient>> ConnectCoordinator(const Cluster& cluster) {
   return CoordinatorClient::Connect(cluster.shard_address(0), CtlRetryPolicy(), cluster.security());
+}
+
+int BadUsage(absl::string_view message) {
+  LogWarningF("%s (see spotps-ctl --help)", message);
+  return kExitUsageError;
 }
 
 // ---------------------------------------------------------------------------
@@ -175,24 +187,44 @@ int WaitDoneCommand(Cluster& cluster) {
   return 0;
 }
 
+int ExportCommand(Cluster& cluster) {
+  const std::string path = absl::GetFlag(FLAGS_out);
+  const std::string dtype = absl::GetFlag(FLAGS_dtype);
+  if (path.empty()) return BadUsage("export needs --out=FILE");
+  if (dtype != "fp32" && dtype != "bf16") return BadUsage("--dtype must be fp32 or bf16");
+  absl::StatusOr<TransferSummary> r = ExportSafetensors(
+      cluster, path, dtype == "bf16" ? SafetensorsDType::kBF16 : SafetensorsDType::kF32);
+  if (!r.ok()) return RuntimeError(r.status());
+  std::printf("export: %s step=%llu dtype=%s -> %s\n", r->layout.c_str(),
+              static_cast<unsigned long long>(r->global_step), dtype.c_str(), path.c_str());
+  return 0;
+}
+
+int ImportCommand(Cluster& cluster) {
+  const std::string path = absl::GetFlag(FLAGS_in);
+  if (path.empty()) return BadUsage("import needs --in=FILE");
+  absl::StatusOr<TransferSummary> r = ImportSafetensors(cluster, path);
+  if (!r.ok()) return RuntimeError(r.status());
+  std::printf("import: %s <- %s\n", r->layout.c_str(), path.c_str());
+  return 0;
+}
+
 struct Command {
   absl::string_view name;
   int (*run)(Cluster& cluster);
 };
 
-constexpr Command kCommands[] = {
-    {"status", StatusCommand}, {"checkpoint", CheckpointCommand}, {"wait-done", WaitDoneCommand}};
+constexpr Command kCommands[] = {{"status", StatusCommand},
+                                 {"checkpoint", CheckpointCommand},
+                                 {"wait-done", WaitDoneCommand},
+                                 {"export", ExportCommand},
+                                 {"import", ImportCommand}};
 
 const Command* FindCommand(absl::string_view name) {
   for (const Command& c : kCommands) {
     if (c.name == name) return &c;
   }
   return nullptr;
-}
-
-int BadUsage(absl::string_view message) {
-  LogWarningF("%s (see spotps-ctl --help)", message);
-  return kExitUsageError;
 }
 
 int Run(int argc, char** argv) {

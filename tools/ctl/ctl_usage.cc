@@ -16,6 +16,10 @@ std::string Usage(absl::Span<const absl::string_view> flag_names) {
       "              live workers of the coordinator shard 0 hosts (if any)\n"
       "  checkpoint  asks shard 0's coordinator for a checkpoint round now\n"
       "  wait-done   waits until every epoch's work units are committed\n"
+      "  export      writes the weights to --out as safetensors (Hugging Face GPT-2\n"
+      "              names, --dtype fp32 or bf16, step and versions in its metadata)\n"
+      "  import      initialises shards that hold no model yet from --in (a\n"
+      "              safetensors file with GPT-2 names, e.g. a pretrained GPT-2)\n"
       "\n"
       "flags:\n";
   for (absl::string_view name : flag_names) {

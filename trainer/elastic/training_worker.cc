@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "absl/strings/str_format.h"
+#include "common/log.h"
 #include "trainer/model/evaluation.h"
 #include "trainer/runtime/torch_status.h"
 
@@ -60,6 +61,7 @@ absl::StatusOr<std::unique_ptr<TrainingWorker>> TrainingWorker::Create(
     if (absl::Status same = binding->CheckSameModel(cluster->layout()); !same.ok()) return same;
     return init.status();
   }
+  if (!*init) LogInfo("the shards already hold the model: training goes on from their weights");
   return std::unique_ptr<TrainingWorker>(
       new TrainingWorker(cluster, std::move(model), *std::move(binding), data, options, work));
 }
