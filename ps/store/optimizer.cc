@@ -61,7 +61,7 @@ inline void AdamWKernel(float* __restrict w, float* __restrict m, float* __restr
 // back from m and v with the previous step's bias corrections.
 struct DelayCompensation {
   float factor;           // lambda * staleness
-  float last_step_size;   // lr / (1 - beta1^(t-1))
+  float last_step_size;   // 1 / (1 - beta1^(t-1)): the update in units of lr
   float last_bias2_sqrt;  // sqrt(1 - beta2^(t-1))
 };
 
@@ -189,7 +189,7 @@ void Optimizer::Apply(float* params, float* const* state, const GradientView& gr
     if (compensation > 0.0f && step > 1) {
       const double last1 = 1.0 - std::pow(static_cast<double>(c.beta1), step - 1.0);
       const double last2 = 1.0 - std::pow(static_cast<double>(c.beta2), step - 1.0);
-      const DelayCompensation dc{compensation, static_cast<float>(lr / last1),
+      const DelayCompensation dc{compensation, static_cast<float>(1.0 / last1),
                                  static_cast<float>(std::sqrt(last2))};
       const char* g = static_cast<const char*>(grad.data);
       if (bf16) {

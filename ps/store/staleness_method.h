@@ -17,9 +17,11 @@ enum class StalenessMethod {
   kLrScale,  // Zhang et al. 2016: step size lr / (1 + staleness).
   // Zheng et al. 2017 (DC-ASGD, adaptive form) under AdamW: the gradient is
   // moved to the current weights with a diagonal curvature estimate,
-  // g + lambda * g*g / sqrt(v_hat) * (w_now - w_base), where w_now - w_base
-  // is estimated as staleness times the partition's last AdamW update (read
-  // back from m and v, so no weight history is kept).
+  // g + lambda * g*g / sqrt(v_hat) * (w_now - w_base) / lr, where
+  // w_now - w_base is estimated as staleness times the partition's last
+  // AdamW update (read back from m and v, so no weight history is kept).
+  // Dividing by lr makes lambda scale-free: at lambda = 1 a gradient
+  // aligned with the last update changes by up to staleness times itself.
   kDelayCompensated,
 };
 

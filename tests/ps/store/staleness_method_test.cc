@@ -58,7 +58,7 @@ std::vector<float> TwoSteps(float factor, const std::vector<float>& g1,
     double wi = 0.5, mi = (1 - b1) * g1[i], vi = (1 - b2) * g1[i] * g1[i];
     wi -= lr / (1 - b1) * (mi / (std::sqrt(vi / (1 - b2)) + eps));
     const double rms = std::sqrt(vi / (1 - b2)) + eps;
-    const double last_update = -lr / (1 - b1) * mi / rms;
+    const double last_update = -1.0 / (1 - b1) * mi / rms;  // In units of lr.
     const double g = g2[i] + factor * g2[i] * g2[i] / rms * last_update;
     mi = b1 * mi + (1 - b1) * g;
     vi = b2 * vi + (1 - b2) * g * g;
