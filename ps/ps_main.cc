@@ -55,7 +55,12 @@ ABSL_FLAG(bool, nesterov, false, "SGD Nesterov momentum.");
 ABSL_FLAG(double, beta1, 0.9, "AdamW beta1.");
 ABSL_FLAG(double, beta2, 0.999, "AdamW beta2.");
 ABSL_FLAG(double, eps, 1e-8, "AdamW epsilon.");
-ABSL_FLAG(bool, staleness_lr_scaling, false, "Scale each push's lr by 1/(1+staleness).");
+ABSL_FLAG(bool, staleness_lr_scaling, false,
+          "Scale each push's lr by 1/(1+staleness) (= --staleness_method=lr).");
+ABSL_FLAG(std::string, staleness_method, "none",
+          "Async mode's treatment of stale gradients: none, lr (lr/(1+staleness)) or dc "
+          "(delay-compensated AdamW, --dc_lambda); see README, Async training quality.");
+ABSL_FLAG(double, dc_lambda, 1.0, "--staleness_method=dc: the compensation's lambda.");
 ABSL_FLAG(int64_t, max_staleness, -1, "Refuse pushes staler than this; -1: no bound.");
 ABSL_FLAG(int64_t, max_message_mb, 64, "Largest gRPC message accepted, MiB.");
 ABSL_FLAG(int, shutdown_grace_s, 5, "Seconds in-flight RPCs get after SIGTERM.");
@@ -113,6 +118,11 @@ absl::StatusOr<spotps::ShardOptions> OptionsFromFlags() {
   o.schedule.total_steps = absl::GetFlag(FLAGS_total_steps);
   o.schedule.min_lr_ratio = absl::GetFlag(FLAGS_min_lr_ratio);
   o.staleness_lr_scaling = absl::GetFlag(FLAGS_staleness_lr_scaling);
+  absl::StatusOr<spotps::StalenessMethod> staleness_method =
+      spotps::ParseStalenessMethod(absl::GetFlag(FLAGS_staleness_method));
+  if (!staleness_method.ok()) return staleness_method.status();
+  o.staleness.method = *staleness_method;
+  o.staleness.dc_lambda = static_cast<float>(absl::GetFlag(FLAGS_dc_lambda));
   o.max_staleness = absl::GetFlag(FLAGS_max_staleness);
   absl::StatusOr<spotps::Consistency> consistency =
       spotps::ParseConsistency(absl::GetFlag(FLAGS_consistency));
@@ -343,10 +353,11 @@ int main(int argc, char** argv) {
     }
   }
   std::printf(
-      "spotps-ps: shard %u/%u listening on port %d (optimizer=%s lr=%g schedule=%s), "
-      "ready %.0f ms after start\n",
+      "spotps-ps: shard %u/%u listening on port %d (optimizer=%s lr=%g schedule=%s "
+      "staleness_method=%s), ready %.0f ms after start\n",
       options->shard_index, options->num_shards, port, absl::GetFlag(FLAGS_optimizer).c_str(),
       options->schedule.base_lr, absl::GetFlag(FLAGS_lr_schedule).c_str(),
+      spotps::DescribeStaleness((*store)->staleness()).c_str(),
       absl::ToDoubleMilliseconds(absl::Now() - process_start));
   if (*coordinator != nullptr) {
     std::printf("spotps-ps: coordinator for %u epochs of %llu units (consistency=%s)\n",

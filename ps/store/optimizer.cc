@@ -56,6 +56,32 @@ inline void AdamWKernel(float* __restrict w, float* __restrict m, float* __restr
   }
 }
 
+// Delay compensation (see staleness_method.h): moves a stale gradient to the
+// current weights before the usual AdamW update. The last update is read
+// back from m and v with the previous step's bias corrections.
+struct DelayCompensation {
+  float factor;           // lambda * staleness
+  float last_step_size;   // 1 / (1 - beta1^(t-1)): the update in units of lr
+  float last_bias2_sqrt;  // sqrt(1 - beta2^(t-1))
+};
+
+template <typename Grad>
+inline void AdamWDcKernel(float* __restrict w, float* __restrict m, float* __restrict v, Grad g,
+                          int64_t n, const AdamWStep& s, const DelayCompensation& dc) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float raw = g[i];
+    const float rms = std::sqrt(v[i]) / dc.last_bias2_sqrt + s.eps;
+    const float last_update = -dc.last_step_size * (m[i] / rms);
+    const float gi = raw + dc.factor * (raw * raw / rms) * last_update;
+    const float wi = w[i] * s.decay;
+    const float mi = m[i] * s.beta1 + gi * s.one_minus_beta1;
+    const float vi = v[i] * s.beta2 + gi * gi * s.one_minus_beta2;
+    m[i] = mi;
+    v[i] = vi;
+    w[i] = wi - s.step_size * (mi / (std::sqrt(vi) / s.bias2_sqrt + s.eps));
+  }
+}
+
 struct SgdStep {
   float lr, weight_decay, momentum, one_minus_dampening;
   bool nesterov, first;
@@ -89,6 +115,14 @@ SPOTPS_ISA_CLONES void AdamWFp32(float* w, float* m, float* v, const char* g, in
 SPOTPS_ISA_CLONES void AdamWBf16(float* w, float* m, float* v, const char* g, int64_t n,
                                  const AdamWStep& s) {
   AdamWKernel(w, m, v, Bf16Grad{g}, n, s);
+}
+SPOTPS_ISA_CLONES void AdamWDcFp32(float* w, float* m, float* v, const char* g, int64_t n,
+                                   const AdamWStep& s, const DelayCompensation& dc) {
+  AdamWDcKernel(w, m, v, Fp32Grad{g}, n, s, dc);
+}
+SPOTPS_ISA_CLONES void AdamWDcBf16(float* w, float* m, float* v, const char* g, int64_t n,
+                                   const AdamWStep& s, const DelayCompensation& dc) {
+  AdamWDcKernel(w, m, v, Bf16Grad{g}, n, s, dc);
 }
 SPOTPS_ISA_CLONES void SgdFp32(float* w, float* buf, const char* g, int64_t n, const SgdStep& s) {
   SgdKernel(w, buf, Fp32Grad{g}, n, s);
@@ -136,7 +170,7 @@ int Optimizer::state_slots() const {
 }
 
 void Optimizer::Apply(float* params, float* const* state, const GradientView& grad, int64_t n,
-                      float lr, uint64_t step) const {
+                      float lr, uint64_t step, float compensation) const {
   const bool bf16 = grad.dtype == v1::DTYPE_BF16;
   const OptimizerConfig& c = config_;
   if (c.kind == OptimizerKind::kAdamW) {
@@ -151,6 +185,20 @@ void Optimizer::Apply(float* params, float* const* state, const GradientView& gr
                       static_cast<float>(std::sqrt(bias2)),
                       c.eps,
                       static_cast<float>(lr / bias1)};
+    // The first update has no earlier one to compensate for.
+    if (compensation > 0.0f && step > 1) {
+      const double last1 = 1.0 - std::pow(static_cast<double>(c.beta1), step - 1.0);
+      const double last2 = 1.0 - std::pow(static_cast<double>(c.beta2), step - 1.0);
+      const DelayCompensation dc{compensation, static_cast<float>(1.0 / last1),
+                                 static_cast<float>(std::sqrt(last2))};
+      const char* g = static_cast<const char*>(grad.data);
+      if (bf16) {
+        AdamWDcBf16(params, state[0], state[1], g, n, s, dc);
+      } else {
+        AdamWDcFp32(params, state[0], state[1], g, n, s, dc);
+      }
+      return;
+    }
     if (bf16) {
       AdamWBf16(params, state[0], state[1], static_cast<const char*>(grad.data), n, s);
     } else {

@@ -57,8 +57,10 @@ class Optimizer {
   // Updates params[0, n) with `state` (state_slots() arrays of n floats).
   // `step` is this update's 1-based count for these parameters: AdamW's bias
   // correction uses it, and SGD's momentum buffer starts at step 1.
+  // `compensation` > 0 (AdamW only): delay-compensate the gradient by this
+  // factor (lambda * staleness; see staleness_method.h) before the update.
   void Apply(float* params, float* const* state, const GradientView& grad, int64_t n, float lr,
-             uint64_t step) const;
+             uint64_t step, float compensation = 0.0f) const;
 
   const OptimizerConfig& config() const { return config_; }
 

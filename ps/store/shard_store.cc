@@ -26,7 +26,6 @@ struct ShardStore::PartitionState {
 
 namespace {
 
-
 // Ranges grouped by partition, each group sorted by offset.
 std::map<uint32_t, std::vector<const PayloadRange*>> GroupByPartition(
     const std::vector<PayloadRange>& ranges) {
@@ -37,6 +36,14 @@ std::map<uint32_t, std::vector<const PayloadRange*>> GroupByPartition(
               [](const PayloadRange* a, const PayloadRange* b) { return a->offset < b->offset; });
   }
   return groups;
+}
+
+StalenessConfig EffectiveStaleness(const ShardOptions& options) {
+  StalenessConfig config = options.staleness;
+  if (options.staleness_lr_scaling && config.method == StalenessMethod::kNone) {
+    config.method = StalenessMethod::kLrScale;
+  }
+  return config;
 }
 
 void AtomicMax(std::atomic<uint64_t>& target, uint64_t value) {
@@ -125,9 +132,9 @@ absl::StatusOr<PartitionMap> ValidatedPartitionMap(const ShardState& state) {
 
 absl::Status ValidateRecentPushIds(const ShardState& state) {
   if (state.recent_push_ids.size() > kMaxRecentPushIdsInState) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "state lists %d recent push ids, at most %d are allowed", state.recent_push_ids.size(),
-        kMaxRecentPushIdsInState));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("state lists %d recent push ids, at most %d are allowed",
+                        state.recent_push_ids.size(), kMaxRecentPushIdsInState));
   }
   for (const std::string& id : state.recent_push_ids) {
     if (id.empty() || id.size() > kMaxPushIdLength) {
@@ -152,6 +159,11 @@ absl::StatusOr<std::unique_ptr<ShardStore>> ShardStore::Create(const ShardOption
                                                       options.shard_index, options.num_shards));
   }
   if (absl::Status s = ValidateOptimizerConfig(options.optimizer); !s.ok()) return s;
+  if (absl::Status s = ValidateStalenessConfig(options.staleness,
+                                               options.optimizer.kind == OptimizerKind::kAdamW);
+      !s.ok()) {
+    return s;
+  }
   absl::StatusOr<LearningRateSchedule> schedule = LearningRateSchedule::Create(options.schedule);
   if (!schedule.ok()) return schedule.status();
   if (options.remembered_push_ids == 0) {
@@ -167,6 +179,7 @@ ShardStore::ShardStore(const ShardOptions& options, LearningRateSchedule schedul
     : options_(options),
       schedule_(std::move(schedule)),
       optimizer_(options.optimizer),
+      staleness_(EffectiveStaleness(options)),
       recent_push_ids_(options.remembered_push_ids),
       round_buffer_(options.max_round_contributions) {}
 
@@ -511,13 +524,14 @@ PushOutcome ShardStore::Apply(v1::DType dtype, const std::vector<PayloadRange>& 
     PartitionState& p = *partitions_[id];
     absl::MutexLock lock(&p.mu);
     const uint64_t staleness = p.version - group.front()->version;
-    const double scaled = options_.staleness_lr_scaling ? lr / (1.0 + staleness) : lr;
+    const StalenessStep how = PlanStalenessStep(staleness_, lr, staleness);
     p.version += 1;
     float* state[2] = {nullptr, nullptr};
     for (const PayloadRange* r : group) {
       for (size_t s = 0; s < p.state.size(); ++s) state[s] = p.state[s].data() + r->offset;
       optimizer_.Apply(p.weights.data() + r->offset, state, GradientView{dtype, r->bytes.data()},
-                       r->bytes.size() / width, static_cast<float>(scaled), p.version);
+                       r->bytes.size() / width, static_cast<float>(how.lr), p.version,
+                       how.compensation);
     }
     outcome.partition_ids.push_back(id);
     outcome.new_versions.push_back(p.version);

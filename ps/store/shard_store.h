@@ -19,6 +19,7 @@
 #include "ps/store/payload_range.h"
 #include "ps/store/recent_push_ids.h"
 #include "ps/store/round_buffer.h"
+#include "ps/store/staleness_method.h"
 #include "spotps/v1/parameter_server.pb.h"
 
 namespace spotps {
@@ -28,8 +29,11 @@ struct ShardOptions {
   uint32_t num_shards = 1;
   OptimizerConfig optimizer;
   ScheduleConfig schedule;
-  // Scale each push's learning rate by 1 / (1 + staleness).
+  // Scale each push's learning rate by 1 / (1 + staleness); the same as
+  // staleness.method = kLrScale (kept for existing callers).
   bool staleness_lr_scaling = false;
+  // What async mode does about stale gradients (staleness_method.h).
+  StalenessConfig staleness;
   // Refuse pushes staler than this many versions; negative: no bound.
   int64_t max_staleness = -1;
   size_t remembered_push_ids = size_t{1} << 16;
@@ -159,6 +163,9 @@ class ShardStore {
   absl::Status ImportState(ShardState&& state);
 
   const ShardOptions& options() const { return options_; }
+  // The staleness method in force (options().staleness, or kLrScale for
+  // staleness_lr_scaling).
+  const StalenessConfig& staleness() const { return staleness_; }
   double LearningRateNow() const;
   // Updates applied (pushes, or rounds in sync mode). Bumped before the
   // partitions' versions move, so a reader that sees it change may still
@@ -193,6 +200,7 @@ class ShardStore {
   const ShardOptions options_;
   const LearningRateSchedule schedule_;
   const Optimizer optimizer_;
+  const StalenessConfig staleness_;
 
   absl::Mutex init_mu_;
   std::atomic<bool> initialized_{false};

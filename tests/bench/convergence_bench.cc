@@ -1,0 +1,203 @@
+// spotps-bench-convergence: how well each consistency mode learns per token.
+// For every model x trainer count, one job per mode on one local shard with
+// the same fixed token budget (--units work units of batch x seq_len tokens,
+// one epoch), the same seed, lr and data; trainer processes of one thread.
+// Each job reports the validation loss of the final weights, its wall time
+// and the trainers' mean staleness. Modes:
+//   async        the default: every gradient applied on arrival
+//   async_lr     async with --staleness_method=lr (lr / (1 + staleness))
+//   async_dc     async with --staleness_method=dc (delay-compensated AdamW)
+//   ssp:S        bounded staleness
+//   sync         one averaged step per round of one gradient per trainer
+// Last line: convergence: async_vs_sync=R wall_vs_sync=W, from the largest
+// configuration run (the `small` model with 4 trainers when requested):
+// R = async val loss / sync val loss, W = async wall time / sync wall time.
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <map>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "client/cluster.h"
+#include "common/atomic_file.h"
+#include "common/command_line.h"
+#include "common/transport_args.h"
+#include "tests/support/child_process.h"
+#include "tests/support/generated_corpus.h"
+#include "tests/support/log_fields.h"
+#include "trainer/data/token_dataset.h"
+#include "trainer/model/evaluation.h"
+#include "trainer/model/gpt_config.h"
+#include "trainer/model/gpt_model.h"
+#include "trainer/model/parameter_binding.h"
+#include "trainer/runtime/compute_runtime.h"
+
+ABSL_FLAG(std::string, models, "tiny", "Model presets, comma-separated (tiny,small).");
+ABSL_FLAG(std::string, trainers, "4", "Trainer counts, comma-separated (2,4).");
+ABSL_FLAG(std::string, modes, "async,async_lr,async_dc,ssp:2,sync",
+          "Modes, comma-separated: async, async_lr, async_dc, ssp:S, sync.");
+ABSL_FLAG(int64_t, units, 160, "Token budget in work units (one trainer step each).");
+ABSL_FLAG(int64_t, batch, 16, "Sequences per step.");
+ABSL_FLAG(int64_t, seq_len, 128, "Tokens per sequence.");
+ABSL_FLAG(double, lr, 1e-3, "AdamW learning rate on the shard.");
+ABSL_FLAG(double, dc_lambda, 1.0, "async_dc's --dc_lambda.");
+ABSL_FLAG(int64_t, eval_batches, 16, "Validation batches for the final loss.");
+ABSL_FLAG(std::string, data, "",
+          "Token file (e.g. .cache/corpus/kjv.tokens); empty: a generated corpus.");
+ABSL_FLAG(double, job_timeout_s, 1800, "Give up on a job after this long.");
+
+namespace spotps {
+namespace {
+
+struct JobResult {
+  double val_loss = 0;
+  double wall_s = 0;
+  double staleness = 0;
+};
+
+std::vector<std::string> ShardFlags(const std::string& mode, int64_t units) {
+  std::vector<std::string> f = {
+      "--optimizer=adamw",   absl::StrCat("--lr=", absl::GetFlag(FLAGS_lr)),
+      "--epochs=1",          absl::StrCat("--units_per_epoch=", units),
+      "--worker_lease_s=10", "--unit_lease_s=600"};
+  if (mode == "async_lr") {
+    f.insert(f.end(), {"--consistency=async", "--staleness_method=lr"});
+  } else if (mode == "async_dc") {
+    f.insert(f.end(), {"--consistency=async", "--staleness_method=dc",
+                       absl::StrCat("--dc_lambda=", absl::GetFlag(FLAGS_dc_lambda))});
+  } else {
+    f.push_back("--consistency=" + mode);
+  }
+  return f;
+}
+
+absl::StatusOr<double> FinalValLoss(const std::string& addresses, const std::string& model_name,
+                                    const TokenDataset& data) {
+  auto cluster = Cluster::Connect(addresses);
+  if (!cluster.ok()) return cluster.status();
+  WeightSnapshot w;
+  if (absl::Status s = (*cluster)->FetchLayout(); !s.ok()) return s;
+  if (absl::Status s = (*cluster)->Pull(v1::DTYPE_FP32, &w); !s.ok()) return s;
+  auto config = GptConfigFromPreset(model_name);
+  if (!config.ok()) return config.status();
+  auto model = CreateGptModel(*config, 1234);
+  if (!model.ok()) return model.status();
+  auto binding = ParameterBinding::Create(**model);
+  if (!binding.ok()) return binding.status();
+  binding->LoadWeights(w.values);
+  return ValidationLoss(*model, data, absl::GetFlag(FLAGS_batch), absl::GetFlag(FLAGS_seq_len),
+                        absl::GetFlag(FLAGS_eval_batches), ComputeDType::kBF16);
+}
+
+absl::StatusOr<JobResult> RunJob(const std::string& model, int trainers, const std::string& mode,
+                                 const std::string& tokens, const TokenDataset& data,
+                                 const std::string& dir) {
+  const int64_t units = absl::GetFlag(FLAGS_units);
+  ::mkdir(dir.c_str(), 0755);
+  auto shards = testing::LocalShardCluster::Start(1, ShardFlags(mode, units), dir);
+  if (!shards.ok()) return shards.status();
+  const absl::Time start = absl::Now();
+  std::vector<std::unique_ptr<testing::ChildProcess>> procs;
+  for (int i = 0; i < trainers; ++i) {
+    auto t = testing::ChildProcess::Start(
+        {testing::BinaryPath("spotps-trainer"), "--ps=" + (*shards)->addresses(),
+         "--model=" + model, "--data=" + tokens,
+         absl::StrCat("--batch=", absl::GetFlag(FLAGS_batch)),
+         absl::StrCat("--seq_len=", absl::GetFlag(FLAGS_seq_len)), "--threads=1",
+         absl::StrCat("--worker_index=", i), "--log_every=0", "--eval_batches=0"},
+        absl::StrCat(dir, "/trainer", i, ".log"));
+    if (!t.ok()) return t.status();
+    procs.push_back(*std::move(t));
+  }
+  const absl::Time give_up = start + absl::Seconds(absl::GetFlag(FLAGS_job_timeout_s));
+  JobResult result;
+  for (int i = 0; i < trainers; ++i) {
+    auto code = procs[i]->Wait(std::max(give_up - absl::Now(), absl::Seconds(1)));
+    const std::string log = ReadFile(absl::StrCat(dir, "/trainer", i, ".log")).value_or("");
+    if (!code.ok() || *code != 0) {
+      return absl::InternalError(absl::StrCat("trainer ", i, " of ", mode, " failed: ",
+                                              log.substr(log.size() > 600 ? log.size() - 600 : 0)));
+    }
+    result.staleness += testing::LogField(log, "staleness") / trainers;
+  }
+  result.wall_s = absl::ToDoubleSeconds(absl::Now() - start);
+  auto loss = FinalValLoss((*shards)->addresses(), model, data);
+  if (!loss.ok()) return loss.status();
+  result.val_loss = *loss;
+  return result;
+}
+
+std::vector<std::string> List(const std::string& flag) {
+  return absl::StrSplit(flag, ',', absl::SkipWhitespace());
+}
+
+int Run() {
+  ComputeRuntimeOptions runtime_options;
+  runtime_options.threads = 1;
+  auto runtime = ConfigureComputeRuntime(runtime_options);
+  if (!runtime.ok()) return std::fprintf(stderr, "%s\n", runtime.status().ToString().c_str()), 1;
+  testing::TempDir dir;
+  std::string tokens = absl::GetFlag(FLAGS_data);
+  if (tokens.empty()) {
+    auto made = testing::MakeTokenFile(dir.path(), 200'000);
+    if (!made.ok()) return std::fprintf(stderr, "%s\n", made.status().ToString().c_str()), 1;
+    tokens = *made;
+  }
+  auto data = TokenDataset::Open(tokens);
+  if (!data.ok()) return std::fprintf(stderr, "%s\n", data.status().ToString().c_str()), 1;
+  const int64_t units = absl::GetFlag(FLAGS_units);
+  std::printf("spotps-bench-convergence: %lld units of %lld x %lld tokens per job, lr %g, %s\n",
+              static_cast<long long>(units), static_cast<long long>(absl::GetFlag(FLAGS_batch)),
+              static_cast<long long>(absl::GetFlag(FLAGS_seq_len)), absl::GetFlag(FLAGS_lr),
+              tokens.c_str());
+  std::printf("\n| model | trainers | mode | val loss | vs sync | wall s | staleness |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
+  std::fflush(stdout);
+  double ratio = -1, wall_ratio = -1;
+  int job = 0;
+  for (const std::string& model : List(absl::GetFlag(FLAGS_models))) {
+    for (const std::string& count : List(absl::GetFlag(FLAGS_trainers))) {
+      int trainers = 0;
+      if (!absl::SimpleAtoi(count, &trainers) || trainers < 1) {
+        return std::fprintf(stderr, "bad --trainers entry '%s'\n", count.c_str()), 2;
+      }
+      std::map<std::string, JobResult> results;
+      for (const std::string& mode : List(absl::GetFlag(FLAGS_modes))) {
+        const std::string job_dir = absl::StrCat(dir.path(), "/job", job++);
+        auto r = RunJob(model, trainers, mode, tokens, *data, job_dir);
+        if (!r.ok()) return std::fprintf(stderr, "%s\n", r.status().ToString().c_str()), 1;
+        results[mode] = *r;
+      }
+      const auto sync = results.find("sync");
+      for (const std::string& mode : List(absl::GetFlag(FLAGS_modes))) {
+        const JobResult& r = results[mode];
+        const std::string vs = sync == results.end()
+                                   ? "-"
+                                   : absl::StrFormat("%.3f", r.val_loss / sync->second.val_loss);
+        std::printf("| %s | %d | %s | %.4f | %s | %.1f | %.2f |\n", model.c_str(), trainers,
+                    mode.c_str(), r.val_loss, vs.c_str(), r.wall_s, r.staleness);
+      }
+      std::fflush(stdout);
+      const auto async = results.find("async");
+      if (sync != results.end() && async != results.end()) {
+        ratio = async->second.val_loss / sync->second.val_loss;
+        wall_ratio = async->second.wall_s / sync->second.wall_s;
+      }
+    }
+  }
+  std::printf("\nconvergence: async_vs_sync=%.3f wall_vs_sync=%.3f\n", ratio, wall_ratio);
+  return 0;
+}
+
+}  // namespace
+}  // namespace spotps
+
+int main(int argc, char** argv) {
+  spotps::ParseFlagsOrExit(argc, argv);
+  spotps::TuneAllocatorForBulkTransfers();
+  return spotps::Run();
+}
