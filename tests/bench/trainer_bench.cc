@@ -137,7 +137,8 @@ absl::StatusOr<double> PsTokensPerSecond(const GptConfig& config, const TokenDat
 // PyTorch eager on the same shape in a child process (so its thread pool
 // and allocator are its own), with this run's batch, steps and threads.
 absl::StatusOr<double> TorchTokensPerSecond(int threads, const std::string& dir) {
-  const std::string log = dir + "/torch_baseline.log";
+  static int run = 0;  // One log per run: the child appends to it.
+  const std::string log = absl::StrCat(dir, "/torch_baseline_", run++, ".log");
   auto child = testing::ChildProcess::Start(
       {absl::GetFlag(FLAGS_python), absl::GetFlag(FLAGS_torch_baseline),
        "--model=" + absl::GetFlag(FLAGS_model),
