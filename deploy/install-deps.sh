@@ -16,6 +16,8 @@ PACKAGES=(
   dpkg-dev python3-yaml
   # Slurm and multi-host tests: a one-node cluster, JSON, network namespaces.
   slurm-wlm munge jq iproute2
+  # spotps-bench-trainer's PyTorch eager baseline (tests/bench/torch_baseline.py).
+  python3-torch
 )
 
 # kubectl renders the Kubernetes manifests (kubectl kustomize) in the
