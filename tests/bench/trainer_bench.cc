@@ -4,11 +4,18 @@
 //   (a) BF16 vs FP32 training tokens/s (plain in-process loop);
 //   (b) 1 trainer against 1 local shard process vs a plain LibTorch loop
 //       with the same optimizer (AdamW) and no PS, both BF16;
-//   (c) achieved forward+backward GFLOP/s vs a BF16 matmul's GFLOP/s.
-// Last line: bf16_speedup=S ps_efficiency=E mfu_ratio=M.
+//   (c) achieved forward+backward GFLOP/s vs a BF16 matmul's GFLOP/s;
+//   (d) 1 trainer against 1 local shard vs PyTorch eager (Debian's
+//       python3-torch running tests/bench/torch_baseline.py: the same GPT
+//       shape, BF16 autocast, AdamW, clipping, batch and threads); the two
+//       alternate --rounds times and each keeps its best.
+// Last line: bf16_speedup=S ps_efficiency=E mfu_ratio=M torch_ratio=T.
+#include <algorithm>
 #include <cstdio>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "client/cluster.h"
 #include "common/atomic_file.h"
@@ -22,11 +29,21 @@
 #include "trainer/model/gpt_model.h"
 #include "trainer/runtime/compute_runtime.h"
 
+#ifndef SPOTPS_TORCH_BASELINE_SCRIPT
+#define SPOTPS_TORCH_BASELINE_SCRIPT "tests/bench/torch_baseline.py"
+#endif
+
 ABSL_FLAG(std::string, model, "small", "Model preset.");
-ABSL_FLAG(int64_t, batch, 8, "Sequences per step.");
+ABSL_FLAG(int64_t, batch, 16, "Sequences per step.");
 ABSL_FLAG(int64_t, seq_len, 256, "Tokens per sequence.");
 ABSL_FLAG(int64_t, steps, 12, "Timed steps per configuration (after 2 warm-up steps).");
 ABSL_FLAG(int, threads, 0, "Intra-op threads; 0: one per physical core.");
+ABSL_FLAG(int, rounds, 2,
+          "The spotps trainer and PyTorch runs alternate this many times; each keeps its best, "
+          "so a burst of load from other processes hits both sides alike.");
+ABSL_FLAG(std::string, python, "/usr/bin/python3", "Python with torch, for the PyTorch baseline.");
+ABSL_FLAG(std::string, torch_baseline, SPOTPS_TORCH_BASELINE_SCRIPT,
+          "The PyTorch eager baseline script (tests/bench/torch_baseline.py).");
 
 namespace spotps {
 namespace {
@@ -117,6 +134,37 @@ absl::StatusOr<double> PsTokensPerSecond(const GptConfig& config, const TokenDat
   return summary->tokens_per_s;
 }
 
+// PyTorch eager on the same shape in a child process (so its thread pool
+// and allocator are its own), with this run's batch, steps and threads.
+absl::StatusOr<double> TorchTokensPerSecond(int threads, const std::string& dir) {
+  static int run = 0;  // One log per run: the child appends to it.
+  const std::string log = absl::StrCat(dir, "/torch_baseline_", run++, ".log");
+  auto child = testing::ChildProcess::Start(
+      {absl::GetFlag(FLAGS_python), absl::GetFlag(FLAGS_torch_baseline),
+       "--model=" + absl::GetFlag(FLAGS_model),
+       absl::StrCat("--batch=", absl::GetFlag(FLAGS_batch)),
+       absl::StrCat("--seq_len=", absl::GetFlag(FLAGS_seq_len)),
+       absl::StrCat("--steps=", absl::GetFlag(FLAGS_steps)), absl::StrCat("--threads=", threads)},
+      log);
+  if (!child.ok()) return child.status();
+  auto code = (*child)->Wait(absl::Minutes(30));
+  absl::StatusOr<std::string> read = ReadFile(log);
+  if (!read.ok()) return read.status();
+  const std::string& out = *read;
+  if (!code.ok() || *code != 0) {
+    return absl::InternalError(absl::StrCat("the PyTorch baseline failed:\n", out));
+  }
+  const size_t at = out.rfind("torch_tokens_per_s=");
+  double tokens_per_s = 0;
+  if (at == std::string::npos ||
+      !absl::SimpleAtod(absl::StripAsciiWhitespace(absl::string_view(out).substr(at + 19)),
+                        &tokens_per_s)) {
+    return absl::InternalError(absl::StrCat("no torch_tokens_per_s in:\n", out));
+  }
+  std::printf("  %s", out.c_str());
+  return tokens_per_s;
+}
+
 double Bf16MatmulGflops() {
   torch::NoGradGuard no_grad;
   const int64_t n = 2048;
@@ -153,11 +201,22 @@ int Run() {
 
   auto fp32 = PlainTokensPerSecond(*config, *data, ComputeDType::kFP32);
   auto bf16 = PlainTokensPerSecond(*config, *data, ComputeDType::kBF16);
-  auto ps = PsTokensPerSecond(*config, *data, dir.path());
-  for (const auto* r : {&fp32, &bf16, &ps}) {
+  // Right after the run it divides, so both see the same load from other
+  // processes on a shared machine.
+  const double matmul = Bf16MatmulGflops();
+  absl::StatusOr<double> ps = 0.0, torch_eager = 0.0;
+  for (int round = 0; round < std::max(1, absl::GetFlag(FLAGS_rounds)); ++round) {
+    auto ps_round = PsTokensPerSecond(*config, *data, dir.path());
+    auto torch_round = TorchTokensPerSecond(runtime->threads, dir.path());
+    if (!ps_round.ok()) ps = ps_round;
+    if (!torch_round.ok()) torch_eager = torch_round;
+    if (!ps.ok() || !torch_eager.ok()) break;
+    ps = std::max(*ps, *ps_round);
+    torch_eager = std::max(*torch_eager, *torch_round);
+  }
+  for (const auto* r : {&fp32, &bf16, &ps, &torch_eager}) {
     if (!r->ok()) return std::fprintf(stderr, "%s\n", r->status().ToString().c_str()), 1;
   }
-  const double matmul = Bf16MatmulGflops();
   // Forward+backward only: the plain BF16 loop's step also runs AdamW and
   // clipping, so this slightly understates the achieved rate.
   const double achieved = *bf16 * FlopsPerToken(*config, seq) / 1e9;
@@ -165,10 +224,11 @@ int Run() {
   std::printf("| plain LibTorch, FP32 | %.0f |\n", *fp32);
   std::printf("| plain LibTorch, BF16 | %.0f |\n", *bf16);
   std::printf("| spotps trainer + 1 shard, BF16 | %.0f |\n", *ps);
+  std::printf("| PyTorch eager, BF16 autocast | %.0f |\n", *torch_eager);
   std::printf("| BF16 matmul 2048^3 | %.1f GFLOP/s |\n", matmul);
   std::printf("| achieved (plain BF16 training) | %.1f GFLOP/s |\n\n", achieved);
-  std::printf("bf16_speedup=%.3f ps_efficiency=%.3f mfu_ratio=%.3f\n", *bf16 / *fp32, *ps / *bf16,
-              achieved / matmul);
+  std::printf("bf16_speedup=%.3f ps_efficiency=%.3f mfu_ratio=%.3f torch_ratio=%.3f\n",
+              *bf16 / *fp32, *ps / *bf16, achieved / matmul, *ps / *torch_eager);
   return 0;
 }
 
