@@ -300,7 +300,8 @@ TEST_F(SecurityTest, HealthAndReflection) {
   }
   EXPECT_EQ(services, (std::set<std::string>{
                           "grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection",
-                          "spotps.v1.Coordinator", "spotps.v1.ParameterServer"}));
+                          "spotps.v1.Coordinator", "spotps.v1.ParameterServer",
+                          "spotps.v1.TrainingReports"}));
   // Every service the shard serves has its methods in the access table.
   for (const std::string& service : services) {
     bool listed = false;
