@@ -4,13 +4,17 @@
 // the weights by exactly -lr * g, Python's watch sees the change, and the
 // README's fine-tuning example runs.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "client/cluster.h"
+#include "common/atomic_file.h"
 #include "tests/support/child_process.h"
+#include "tests/support/test_certificates.h"
 
 namespace spotps {
 namespace {
@@ -121,6 +125,62 @@ TEST(PythonClientTest, TheReadmeFineTuningExampleTrainsTheShards) {
   uint64_t steps = 0;
   for (const auto& s : *stats) steps = std::max(steps, s.global_step());
   EXPECT_EQ(steps, static_cast<uint64_t>(kSteps));  // Every step's push was applied.
+}
+
+// The Python client against a shard under mutual TLS with role tokens
+// (python_security_check.py): a reader pulls and may not push, a trainer
+// pushes, no token, no TLS or no client certificate gets nowhere.
+TEST(PythonClientTest, SpeaksMutualTlsWithRoleTokens) {
+  TempDir dir;
+  const std::string pki = dir.path() + "/pki";
+  ASSERT_EQ(mkdir(pki.c_str(), 0700), 0);
+  absl::StatusOr<testing::TestCertificates> certs = testing::MakeTestCertificates(pki);
+  ASSERT_TRUE(certs.ok()) << certs.status();
+  const std::map<std::string, std::string> tokens = {{"reader", "reader-0123456789abcdef"},
+                                                     {"trainer", "trainer-0123456789abcdef"},
+                                                     {"admin", "admin-0123456789abcdef00"}};
+  std::string table;
+  for (const auto& [role, token] : tokens) {
+    absl::StrAppend(&table, token, " ", role, "\n");
+    ASSERT_TRUE(WriteFileAtomically(dir.path() + "/" + role + ".token", token + "\n").ok());
+  }
+  ASSERT_TRUE(WriteFileAtomically(dir.path() + "/tokens", table).ok());
+  chmod((dir.path() + "/tokens").c_str(), 0600);
+  auto shards = LocalShardCluster::Start(
+      1,
+      [&](int, const std::string&) {
+        return std::vector<std::string>{"--optimizer=sgd",
+                                        "--lr=0.5",
+                                        "--tls_cert=" + certs->server_cert,
+                                        "--tls_key=" + certs->server_key,
+                                        "--tls_ca=" + certs->ca,
+                                        "--auth_tokens=" + dir.path() + "/tokens"};
+      },
+      dir.path());
+  ASSERT_TRUE(shards.ok()) << shards.status();
+
+  ClusterOptions options;
+  absl::StatusOr<ChannelSecurity> admin = LoadChannelSecurity(
+      certs->ca, certs->client_cert, certs->client_key, dir.path() + "/admin.token");
+  ASSERT_TRUE(admin.ok()) << admin.status();
+  options.security = *admin;
+  auto cluster = Cluster::Connect((*shards)->addresses(), options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  const ModelLayout layout = *ModelLayout::Create({{"w", {64, 32}}});
+  ASSERT_TRUE((*cluster)->Init(layout, std::vector<float>(layout.total_elements(), 1.0f)).ok());
+
+  const std::string log = dir.path() + "/python.log";
+  const int code = RunPython(
+      {SPOTPS_SOURCE_DIR "/tests/client/python_security_check.py", "--ps=" + (*shards)->addresses(),
+       "--ca=" + certs->ca, "--cert=" + certs->client_cert, "--key=" + certs->client_key,
+       "--reader_token=" + dir.path() + "/reader.token",
+       "--trainer_token=" + dir.path() + "/trainer.token"},
+      log);
+  ASSERT_EQ(code, 0) << ReadLog(log);
+  // Only the trainer's push was applied.
+  auto stats = (*cluster)->Stats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ((*stats)[0].global_step(), 1u);
 }
 
 }  // namespace
