@@ -172,7 +172,8 @@ void MultiHostTest::RunJob(bool caps) {
   ASSERT_TRUE(generate.ok()) << generate.status();
   const double val_loss = LogField(*generate, "val_loss");
   ASSERT_GT(val_loss, 0) << *generate;
-  EXPECT_LT(val_loss, 0.8 * *start_loss) << "start " << *start_loss << "\n" << *generate;
+  EXPECT_LT(val_loss, 0.8 * *start_loss)
+      << "start " << *start_loss << "\n" << *generate << testing::LogTails(dir);
 
   for (auto& s : shards) s->Signal(SIGTERM);
   for (auto& s : shards) {
