@@ -12,6 +12,7 @@
 # Must run as root with slurm-wlm, munge and jq installed: a missing piece
 # fails the test, it never skips.
 set -euo pipefail
+source "$(dirname "$0")/../support/test_corpus.sh"
 
 bin=${1:?usage: slurm_job_test.sh BIN_DIR}
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -63,17 +64,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# A small generated corpus: the grammar of tests/support/generated_corpus.
-awk 'BEGIN {
-  srand(3)
-  n = split("the cat|a dog|the old man|my sister|the king|a bird", s, "|")
-  m = split("sees|likes|follows|finds|calls", v, "|")
-  k = split("the river|a red apple|the small house|the moon|a green field", o, "|")
-  for (i = 0; i < 5000; i++)
-    printf "%s %s %s.\n", s[int(rand() * n) + 1], v[int(rand() * m) + 1], o[int(rand() * k) + 1]
-}' > "$work/corpus.txt"
-"$bin/spotps-tokenize" --input="$work/corpus.txt" --output="$work/corpus.tokens" > "$work/tokenize.log" 2>&1 ||
-  { cat "$work/tokenize.log" >&2; fail "spotps-tokenize failed"; }
+make_test_corpus "$bin" "$work" || fail "spotps-tokenize failed"
 
 start_s=$SECONDS
 eval "$("$repo/deploy/slurm/local-cluster.sh" start "$cluster" | grep '^export SLURM_CONF=')"

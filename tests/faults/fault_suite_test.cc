@@ -25,6 +25,7 @@
 #include "ps/checkpoint/checkpoint_directory.h"
 #include "tests/support/child_process.h"
 #include "tests/support/generated_corpus.h"
+#include "tests/support/hosted_job.h"
 #include "tests/support/log_fields.h"
 #include "tests/support/network_hosts.h"
 #include "tests/support/training_job.h"
@@ -34,6 +35,7 @@ namespace {
 
 using testing::BinaryPath;
 using testing::ChildProcess;
+using testing::JsonSum;
 using testing::LocalShardCluster;
 using testing::LogTails;
 using testing::NetworkHosts;
@@ -42,17 +44,6 @@ using testing::TempDir;
 // Figures gathered from the scenarios for the summary line.
 int64_t units_lost = 0;
 int64_t double_applied = 0;
-
-// Sum of every `"key":N` in `json` (spotps-ctl status --json).
-int64_t JsonSum(const std::string& json, const std::string& key) {
-  int64_t sum = 0;
-  const std::regex re("\"" + key + "\":([0-9]+)");
-  for (auto it = std::sregex_iterator(json.begin(), json.end(), re); it != std::sregex_iterator();
-       ++it) {
-    sum += std::stoll((*it)[1]);
-  }
-  return sum;
-}
 
 // ---------------------------------------------------------------------------
 // Partitions: 2 shards and 2 trainers, each in its own network namespace.
@@ -89,50 +80,29 @@ void PartitionTest::RunJob(int cut, absl::Duration cut_for, bool durable, int un
   auto tokens = testing::MakeTokenFile(dir, 4000);
   ASSERT_TRUE(tokens.ok()) << tokens.status();
 
-  std::vector<std::string> shard_addresses;
-  for (int i = 0; i < kShards; ++i) {
-    shard_addresses.push_back(absl::StrCat(hosts.address(i), ":", kPort));
-  }
-  const std::string ps = absl::StrJoin(shard_addresses, ",");
-  std::vector<std::unique_ptr<ChildProcess>> shards(kShards);
-  for (int i = kShards - 1; i >= 0; --i) {
-    const std::string port_file = absl::StrCat(dir, "/shard", i, ".port");
-    std::vector<std::string> argv = {
-        BinaryPath("spotps-ps"), "--listen=" + shard_addresses[i], "--insecure", "--port_file=" + port_file,
-        absl::StrCat("--shard_index=", i), absl::StrCat("--num_shards=", kShards),
-        "--optimizer=adamw", "--lr=2e-3", "--warmup_steps=10"};
-    if (durable) argv.push_back(absl::StrCat("--checkpoint_dir=", dir, "/ckpt", i));
-    if (i == 0) {
-      argv.insert(argv.end(), {"--epochs=1", absl::StrCat("--units_per_epoch=", units),
-                               "--worker_lease_s=2", "--unit_lease_s=5",
-                               "--peers=" + shard_addresses[1]});
-      if (durable) argv.push_back("--checkpoint_every_s=2");
-    }
-    auto shard = ChildProcess::Start(hosts.Command(i, argv), absl::StrCat(dir, "/shard", i, ".log"));
-    ASSERT_TRUE(shard.ok()) << shard.status();
-    shards[i] = *std::move(shard);
-    const absl::Time give_up = absl::Now() + absl::Seconds(30);
-    while (!ReadFile(port_file).ok() && shards[i]->running() && absl::Now() < give_up) {
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    ASSERT_TRUE(ReadFile(port_file).ok()) << LogTails(dir);
-  }
+  testing::HostedShards spec{kShards,
+                             kPort,
+                             {"--optimizer=adamw", "--lr=2e-3", "--warmup_steps=10"},
+                             {"--epochs=1", absl::StrCat("--units_per_epoch=", units),
+                              "--worker_lease_s=2", "--unit_lease_s=5"},
+                             durable};
+  if (durable) spec.coordinator_flags.push_back("--checkpoint_every_s=2");
+  const std::string ps = absl::StrJoin(testing::HostedShardAddresses(hosts, spec), ",");
+  auto shards = testing::StartHostedShards(hosts, dir, spec);
+  ASSERT_TRUE(shards.ok()) << shards.status();
   std::vector<std::unique_ptr<ChildProcess>> trainers;
   for (int t = 0; t < kTrainers; ++t) {
-    auto trainer = ChildProcess::Start(
-        hosts.Command(kShards + t,
-                      {BinaryPath("spotps-trainer"), "--ps=" + ps, "--model=tiny",
-                       "--data=" + *tokens, "--batch=8", "--seq_len=64", "--threads=1",
-                       absl::StrCat("--worker_index=", t), "--log_every=20", "--eval_batches=0",
-                       "--rpc_deadline_s=3", "--ps_timeout_s=120"}),
-        absl::StrCat(dir, "/trainer", t, ".log"));
+    auto trainer = testing::StartHostedTrainer(hosts, dir, spec, t, *tokens,
+                                               {"--rpc_deadline_s=3", "--ps_timeout_s=120"});
     ASSERT_TRUE(trainer.ok()) << trainer.status();
     trainers.push_back(*std::move(trainer));
   }
   // spotps-ctl from a host that stays connected to shard 0.
   const int observer = cut == kShards ? kShards + 1 : kShards;
-  auto status = [&]() { return hosts.Run(observer, {BinaryPath("spotps-ctl"), "--ps=" + ps,
-                                                     "status", "--json", "--sample_s=0"}); };
+  auto status = [&]() {
+    return hosts.Run(observer,
+                     {BinaryPath("spotps-ctl"), "--ps=" + ps, "status", "--json", "--sample_s=0"});
+  };
   // Wait until the job is under way, then cut.
   const absl::Time give_up = absl::Now() + absl::Seconds(120);
   int64_t committed = 0;
@@ -156,7 +126,8 @@ void PartitionTest::RunJob(int cut, absl::Duration cut_for, bool durable, int un
     ASSERT_EQ(*code, 0) << log;
     EXPECT_EQ(testing::LogField(log, "job_done"), 1) << log;
     units_trained += static_cast<int64_t>(testing::LogField(log, "units"));
-    pushed += static_cast<int64_t>(testing::LogField(log, "steps") - testing::LogField(log, "dropped"));
+    pushed +=
+        static_cast<int64_t>(testing::LogField(log, "steps") - testing::LogField(log, "dropped"));
   }
   auto final_status = status();
   ASSERT_TRUE(final_status.ok()) << final_status.status();
@@ -184,8 +155,8 @@ void PartitionTest::RunJob(int cut, absl::Duration cut_for, bool durable, int un
   }
   EXPECT_EQ(shards_seen, kShards);
   result->pushed = pushed;
-  for (auto& s : shards) s->Signal(SIGTERM);
-  for (auto& s : shards) {
+  for (auto& s : *shards) s->Signal(SIGTERM);
+  for (auto& s : *shards) {
     auto code = s->Wait(absl::Seconds(20));
     EXPECT_TRUE(code.ok()) << code.status();
   }

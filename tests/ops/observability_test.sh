@@ -15,6 +15,7 @@
 # and everything is stopped. A missing prometheus or chromium fails the
 # test: deploy/install-deps.sh installs both.
 set -euo pipefail
+source "$(dirname "$0")/../support/test_corpus.sh"
 
 bin=${1:?usage: observability_test.sh BIN_DIR ARTIFACT_DIR}
 artifacts=${2:?usage: observability_test.sh BIN_DIR ARTIFACT_DIR}
@@ -69,17 +70,7 @@ wait_log() {
 }
 free_port() { "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
-# A small generated corpus (the grammar of tests/support/generated_corpus).
-awk 'BEGIN {
-  srand(3)
-  n = split("the cat|a dog|the old man|my sister|the king|a bird", s, "|")
-  m = split("sees|likes|follows|finds|calls", v, "|")
-  k = split("the river|a red apple|the small house|the moon|a green field", o, "|")
-  for (i = 0; i < 5000; i++)
-    printf "%s %s %s.\n", s[int(rand() * n) + 1], v[int(rand() * m) + 1], o[int(rand() * k) + 1]
-}' > "$work/corpus.txt"
-"$bin/spotps-tokenize" --input="$work/corpus.txt" --output="$work/corpus.tokens" > "$work/tokenize.log" 2>&1 ||
-  fail "spotps-tokenize failed"
+make_test_corpus "$bin" "$work" || fail "spotps-tokenize failed"
 
 say "starting 2 shards and 2 trainers with --metrics_listen"
 common=(--listen=127.0.0.1:0 --num_shards=2 --optimizer=adamw --lr=3e-3

@@ -10,14 +10,13 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
-#include <regex>
-
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/atomic_file.h"
 #include "tests/support/child_process.h"
 #include "tests/support/generated_corpus.h"
+#include "tests/support/hosted_job.h"
 #include "tests/support/log_fields.h"
 #include "tests/support/network_hosts.h"
 #include "tests/support/training_job.h"
@@ -30,21 +29,11 @@ namespace {
 
 using testing::BinaryPath;
 using testing::ChildProcess;
+using testing::JsonSum;
 using testing::LogField;
 using testing::NetworkHosts;
 
 constexpr int kShards = 2, kTrainers = 3, kEpochs = 2, kUnits = 150, kPort = 7000;
-
-// Sum of every `"key":N` in `json` (spotps-ctl status --json).
-int64_t JsonSum(const std::string& json, const std::string& key) {
-  int64_t sum = 0;
-  const std::regex re("\"" + key + "\":([0-9]+)");
-  for (auto it = std::sregex_iterator(json.begin(), json.end(), re); it != std::sregex_iterator();
-       ++it) {
-    sum += std::stoll((*it)[1]);
-  }
-  return sum;
-}
 
 class MultiHostTest : public ::testing::Test {
  protected:
@@ -90,35 +79,19 @@ void MultiHostTest::RunJob(bool caps) {
   auto start_loss = ValidationLoss(initial, *data, 8, 64, 8, ComputeDType::kFP32);
   ASSERT_TRUE(start_loss.ok()) << start_loss.status();
 
-  std::vector<std::string> shard_addresses;
-  for (int i = 0; i < kShards; ++i) shard_addresses.push_back(absl::StrCat(hosts.address(i), ":", kPort));
+  const testing::HostedShards spec{
+      kShards,
+      kPort,
+      {"--optimizer=adamw", "--lr=2e-3", "--warmup_steps=10"},
+      {absl::StrCat("--epochs=", kEpochs), absl::StrCat("--units_per_epoch=", kUnits),
+       "--worker_lease_s=3", "--unit_lease_s=10", "--checkpoint_every_s=5"},
+      /*checkpoints=*/true};
+  const std::vector<std::string> shard_addresses = testing::HostedShardAddresses(hosts, spec);
   const std::string ps = absl::StrJoin(shard_addresses, ",");
-
-  // Shard 1 first: shard 0 coordinates and needs it as a peer.
-  std::vector<std::unique_ptr<ChildProcess>> shards(kShards);
-  for (int i = kShards - 1; i >= 0; --i) {
-    const std::string port_file = absl::StrCat(dir, "/shard", i, ".port");
-    std::vector<std::string> argv = {
-        BinaryPath("spotps-ps"), "--listen=" + shard_addresses[i], "--insecure", "--port_file=" + port_file,
-        absl::StrCat("--shard_index=", i), absl::StrCat("--num_shards=", kShards),
-        "--optimizer=adamw", "--lr=2e-3", "--warmup_steps=10",
-        absl::StrCat("--checkpoint_dir=", dir, "/ckpt", i)};
-    if (i == 0) {
-      argv.insert(argv.end(), {absl::StrCat("--epochs=", kEpochs),
-                               absl::StrCat("--units_per_epoch=", kUnits), "--worker_lease_s=3",
-                               "--unit_lease_s=10", "--checkpoint_every_s=5",
-                               "--peers=" + absl::StrJoin(shard_addresses.begin() + 1,
-                                                          shard_addresses.end(), ",")});
-    }
-    auto shard = ChildProcess::Start(hosts.Command(i, argv), absl::StrCat(dir, "/shard", i, ".log"));
-    ASSERT_TRUE(shard.ok()) << shard.status();
-    shards[i] = *std::move(shard);
-    const absl::Time give_up = absl::Now() + absl::Seconds(30);
-    while (!ReadFile(port_file).ok() && shards[i]->running() && absl::Now() < give_up) {
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    ASSERT_TRUE(ReadFile(port_file).ok()) << testing::LogTails(dir);
-    // Listening on the namespace's address only, not on every interface.
+  auto shards = testing::StartHostedShards(hosts, dir, spec);
+  ASSERT_TRUE(shards.ok()) << shards.status();
+  // Listening on the namespace's address only, not on every interface.
+  for (int i = 0; i < kShards; ++i) {
     auto sockets = hosts.Run(i, {"ss", "-Hltn"});
     ASSERT_TRUE(sockets.ok()) << sockets.status();
     EXPECT_NE(sockets->find(" " + shard_addresses[i] + " "), std::string::npos) << *sockets;
@@ -129,12 +102,7 @@ void MultiHostTest::RunJob(bool caps) {
 
   std::vector<std::unique_ptr<ChildProcess>> trainers;
   for (int t = 0; t < kTrainers; ++t) {
-    auto trainer = ChildProcess::Start(
-        hosts.Command(kShards + t,
-                      {BinaryPath("spotps-trainer"), "--ps=" + ps, "--model=tiny",
-                       "--data=" + *tokens, "--batch=8", "--seq_len=64", "--threads=1",
-                       absl::StrCat("--worker_index=", t), "--log_every=20", "--eval_batches=0"}),
-        absl::StrCat(dir, "/trainer", t, ".log"));
+    auto trainer = testing::StartHostedTrainer(hosts, dir, spec, t, *tokens);
     ASSERT_TRUE(trainer.ok()) << trainer.status();
     trainers.push_back(*std::move(trainer));
   }
@@ -166,17 +134,18 @@ void MultiHostTest::RunJob(bool caps) {
   // A unit trained twice is counted as duplicated, never lost.
   EXPECT_EQ(units_trained, committed + duplicated) << *status;
 
-  auto generate = hosts.Run(
-      kShards + 1, {BinaryPath("spotps-generate"), "--ps=" + ps, "--model=tiny", "--data=" + *tokens,
-                    "--batch=8", "--seq_len=64", "--eval_batches=8", "--tokens=1", "--threads=1"});
+  auto generate =
+      hosts.Run(kShards + 1,
+                {BinaryPath("spotps-generate"), "--ps=" + ps, "--model=tiny", "--data=" + *tokens,
+                 "--batch=8", "--seq_len=64", "--eval_batches=8", "--tokens=1", "--threads=1"});
   ASSERT_TRUE(generate.ok()) << generate.status();
   const double val_loss = LogField(*generate, "val_loss");
   ASSERT_GT(val_loss, 0) << *generate;
-  EXPECT_LT(val_loss, 0.8 * *start_loss)
-      << "start " << *start_loss << "\n" << *generate << testing::LogTails(dir);
+  EXPECT_LT(val_loss, 0.8 * *start_loss) << "start " << *start_loss << "\n"
+                                         << *generate << testing::LogTails(dir);
 
-  for (auto& s : shards) s->Signal(SIGTERM);
-  for (auto& s : shards) {
+  for (auto& s : *shards) s->Signal(SIGTERM);
+  for (auto& s : *shards) {
     auto code = s->Wait(absl::Seconds(20));
     ASSERT_TRUE(code.ok()) << code.status();
     EXPECT_EQ(*code, 0);
