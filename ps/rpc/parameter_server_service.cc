@@ -354,7 +354,7 @@ grpc::Status ParameterServerService::ServePush(grpc::ServerContext* context,
   const std::string push_id = header.push_id();
   // Payloads are copied out of gRPC's buffers as each message arrives, and
   // applied only after the stream ended normally (parameter_server.proto).
-  PushStaging staging(&staging_, announced, width);
+  PushStaging staging(&staging_, announced, dtype);
   int64_t num_messages = 0, num_chunks = 0, payload_bytes = 0;
   v1::PushRequest later_fields;
   do {

@@ -2,6 +2,9 @@
 
 #include <utility>
 
+#include "common/tensor_codec.h"
+#include "ps/store/optimizer.h"
+
 namespace spotps {
 namespace {
 
@@ -44,8 +47,9 @@ size_t StagingPool::idle_bytes() const {
   return idle_bytes_;
 }
 
-PushStaging::PushStaging(StagingPool* pool, const AnnouncedElements& announced, size_t width)
-    : pool_(pool) {
+PushStaging::PushStaging(StagingPool* pool, const AnnouncedElements& announced, v1::DType dtype)
+    : pool_(pool), dtype_(dtype) {
+  const size_t width = WireBytesPerElement(dtype);
   for (const auto& [id, n] : announced) regions_[id].capacity = n * width;
 }
 
@@ -66,8 +70,9 @@ void PushStaging::Add(const ChunkView& chunk) {
     dst = strays_.emplace_back(bytes, '\0').data();
   }
   chunk.CopyPayload(dst);
-  ranges_.push_back(
-      PayloadRange{chunk.partition_id, chunk.offset, absl::string_view(dst, bytes), chunk.version});
+  const absl::string_view staged(dst, bytes);
+  ranges_.push_back(PayloadRange{chunk.partition_id, chunk.offset, staged, chunk.version,
+                                 AllWithin(dtype_, staged, kMaxGradientMagnitude)});
 }
 
 }  // namespace spotps

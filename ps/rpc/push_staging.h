@@ -51,12 +51,14 @@ class StagingPool {
 // the stream carried, in whatever order its partitions and offsets came; a
 // partition's staged bytes never exceed what was announced for it (a chunk
 // that would overflow them, or of a partition not announced, is kept apart,
-// for the store to refuse precisely). Blocks go back to the pool on
-// destruction.
+// for the store to refuse precisely); each chunk's elements are checked
+// against kMaxGradientMagnitude while they are still in cache, and its range
+// says so when they pass (PayloadRange::within_gradient_bound). Blocks go
+// back to the pool on destruction.
 class PushStaging {
  public:
-  // `width`: wire bytes per element.
-  PushStaging(StagingPool* pool, const AnnouncedElements& announced, size_t width);
+  // `dtype`: the push's wire dtype (FP32 or BF16).
+  PushStaging(StagingPool* pool, const AnnouncedElements& announced, v1::DType dtype);
   ~PushStaging();
   PushStaging(const PushStaging&) = delete;
   PushStaging& operator=(const PushStaging&) = delete;
@@ -72,6 +74,7 @@ class PushStaging {
   };
 
   StagingPool* const pool_;
+  const v1::DType dtype_;
   std::map<uint32_t, Region> regions_;
   std::deque<std::string> strays_;  // Chunks no region takes.
   std::vector<PayloadRange> ranges_;

@@ -39,7 +39,7 @@ TEST(PushStagingTest, KeepsEveryChunkInArrivalOrderWhateverItsPartitionAndOffset
       {0, 0, "a0a1"}, {0, 9, "xx"},  // More of partition 0 than announced: kept apart.
       {5, 0, "zz"},                  // A partition not announced: kept apart.
   };
-  PushStaging staging(&pool, announced, 2);
+  PushStaging staging(&pool, announced, v1::DTYPE_BF16);
   // Across two messages, as a stream delivers them.
   ChunkFrameReader first = Receive({sent.begin(), sent.begin() + 3});
   for (const ChunkView& c : first.chunks()) staging.Add(c);
@@ -55,6 +55,9 @@ TEST(PushStagingTest, KeepsEveryChunkInArrivalOrderWhateverItsPartitionAndOffset
     EXPECT_EQ(ranges[i].offset, sent[i].offset) << i;
     EXPECT_EQ(ranges[i].version, 9u) << i;
     EXPECT_EQ(std::string(ranges[i].bytes), sent[i].bytes) << i;
+    // As BF16, "xx" and "zz" are about 1e34 and 1e36: beyond the gradient
+    // bound, so the store checks (and refuses) them itself.
+    EXPECT_EQ(ranges[i].within_gradient_bound, i < 4) << i;
   }
   // A partition's chunks share its block, back to back.
   EXPECT_EQ(ranges[3].bytes.data(), ranges[1].bytes.data() + 4);
@@ -66,7 +69,7 @@ TEST(PushStagingTest, ThePoolGivesTheSameMemoryToTheNextPush) {
   const AnnouncedElements announced = {{0, 1'000'000}};
   const char* staged_at = nullptr;
   for (int push = 0; push < 3; ++push) {
-    PushStaging staging(&pool, announced, 2);
+    PushStaging staging(&pool, announced, v1::DTYPE_BF16);
     ChunkFrameReader frame = Receive({{0, 0, std::string(2'000'000, 'g')}});
     staging.Add(frame.chunks()[0]);
     if (push == 0) staged_at = staging.ranges()[0].bytes.data();
