@@ -232,10 +232,11 @@ void ChunkView::DecodePayload(v1::DType dtype, int64_t first, int64_t n, float* 
   }
 }
 
-bool ChunkFrameReader::Parse(grpc::ByteBuffer* buffer, uint32_t chunks_field) {
+bool ChunkFrameReader::Parse(grpc::ByteBuffer* buffer, uint32_t chunks_field, size_t max_chunks) {
   slices_.clear();
   fields_.clear();
   chunks_.clear();
+  truncated_ = false;
   if (buffer->Valid() && !buffer->Dump(&slices_).ok()) return false;
   buffer->Clear();
   SliceCursor c(slices_);
@@ -250,6 +251,10 @@ bool ChunkFrameReader::Parse(grpc::ByteBuffer* buffer, uint32_t chunks_field) {
       if (!c.Varint(&len) || len > c.total() - c.pos()) return false;
       ChunkView& chunk = chunks_.emplace_back();
       if (!ParseChunk(c, c.pos() + len, &chunk)) return false;
+      if (chunks_.size() > max_chunks) {
+        truncated_ = true;
+        return true;
+      }
       continue;
     }
     AppendVarint(tag, &fields_);

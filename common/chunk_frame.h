@@ -9,6 +9,7 @@
 #include <grpcpp/support/slice.h>
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -76,9 +77,16 @@ class ChunkFrameReader {
   // field `chunks_field`. False if the bytes are not a well-formed protobuf
   // message (bad tag, varint or length, a field running past its message),
   // or use groups (no spotps message has any). Every field but the chunks is
-  // left in fields(), in wire format, for protobuf to parse.
-  bool Parse(grpc::ByteBuffer* buffer, uint32_t chunks_field);
+  // left in fields(), in wire format, for protobuf to parse. Past
+  // `max_chunks` chunks it stops and returns true with max_chunks + 1 of
+  // them, so that a flood of empty chunks costs no memory before the caller
+  // refuses it.
+  bool Parse(grpc::ByteBuffer* buffer, uint32_t chunks_field,
+             size_t max_chunks = std::numeric_limits<size_t>::max());
 
+  // The last Parse stopped past max_chunks (fields after that point were
+  // not read).
+  bool truncated() const { return truncated_; }
   const std::string& fields() const { return fields_; }
   const std::vector<ChunkView>& chunks() const { return chunks_; }
   size_t payload_bytes() const;
@@ -87,6 +95,7 @@ class ChunkFrameReader {
   std::vector<grpc::Slice> slices_;
   std::string fields_;
   std::vector<ChunkView> chunks_;
+  bool truncated_ = false;
 };
 
 }  // namespace spotps

@@ -319,8 +319,16 @@ grpc::Status ParameterServerService::ServePush(grpc::ServerContext* context,
   grpc::ByteBuffer buffer;
   ChunkFrameReader frame;
   v1::PushRequest header;
+  // Before the announcement is known, the chunks of the first message are
+  // bounded by what a push of every partition of this shard may carry.
+  int64_t max_chunks = LimitsFor("push", store_->owned_elements() * 4, "",
+                                 static_cast<int64_t>(store_->layout().tensors().size() +
+                                                      store_->owned_partitions().size()))
+                           .max_chunks;
+  int64_t num_messages = 0, num_chunks = 0, payload_bytes = 0;
   auto parse = [&](v1::PushRequest* fields) {
-    return frame.Parse(&buffer, kPushChunksField) && fields->ParseFromString(frame.fields());
+    return frame.Parse(&buffer, kPushChunksField, static_cast<size_t>(max_chunks - num_chunks)) &&
+           fields->ParseFromString(frame.fields());
   };
   if (!reader->Read(&buffer)) {
     if (context->IsCancelled()) {
@@ -330,6 +338,13 @@ grpc::Status ParameterServerService::ServePush(grpc::ServerContext* context,
     return InvalidArgument(kPushWithoutFirstMessage);
   }
   if (!parse(&header)) return InvalidArgument(kPushWithoutFirstMessage);
+  if (frame.truncated()) {
+    return grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        absl::StrFormat("push stream's first message carries more than %d chunks, the most a push "
+                        "of every partition of this shard may carry",
+                        max_chunks));
+  }
   const v1::DType dtype = header.dtype();
   const size_t width = WireBytesPerElement(dtype);
   if (width == 0) {
@@ -355,7 +370,7 @@ grpc::Status ParameterServerService::ServePush(grpc::ServerContext* context,
   // Payloads are copied out of gRPC's buffers as each message arrives, and
   // applied only after the stream ended normally (parameter_server.proto).
   PushStaging staging(&staging_, announced, dtype);
-  int64_t num_messages = 0, num_chunks = 0, payload_bytes = 0;
+  max_chunks = limits.max_chunks;
   v1::PushRequest later_fields;
   do {
     num_messages += 1;

@@ -131,6 +131,25 @@ TEST(ChunkFrameTest, DecodesElementsSplitBetweenSlices) {
   }
 }
 
+TEST(ChunkFrameTest, StopsPastMaxChunks) {
+  v1::PushRequest flood;
+  for (int i = 0; i < 5; ++i) flood.add_chunks()->set_partition_id(i);
+  flood.set_push_id("after the chunks");  // Field 1, but written last here.
+  const std::string bytes = flood.SerializeAsString() + std::string("\x0a\x01z", 3);
+  ChunkFrameReader frame;
+  grpc::ByteBuffer buffer = Sliced(bytes, {});
+  ASSERT_TRUE(frame.Parse(&buffer, kPushChunksField, 2));
+  EXPECT_TRUE(frame.truncated());
+  EXPECT_EQ(frame.chunks().size(), 3u);
+  buffer = Sliced(bytes, {});
+  ASSERT_TRUE(frame.Parse(&buffer, kPushChunksField, 5));
+  EXPECT_FALSE(frame.truncated());
+  EXPECT_EQ(frame.chunks().size(), 5u);
+  v1::PushRequest fields;
+  ASSERT_TRUE(fields.ParseFromString(frame.fields()));
+  EXPECT_EQ(fields.push_id(), "z");  // The last one wins, as in protobuf.
+}
+
 TEST(ChunkFrameTest, RefusesWhatIsNotAWellFormedMessage) {
   v1::PushRequest good;
   good.set_push_id("x");

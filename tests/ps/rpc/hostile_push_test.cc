@@ -421,6 +421,13 @@ TEST_F(HostilePushTest, FloodsOfEmptyChunksAndMessagesAreCutOffQuickly) {
                grpc::StatusCode::RESOURCE_EXHAUSTED,
                absl::StrCat("push stream sent more than ", MaxMessages(), " messages"));
 
+  // A first message that is itself a flood: cut off before its
+  // announcement is even read.
+  v1::PushRequest flooded_first = FirstHalf("flooded-first");
+  for (int i = 0; i < 100'000; ++i) flooded_first.add_chunks();
+  ExpectStatus(SendPush({flooded_first}), grpc::StatusCode::RESOURCE_EXHAUSTED,
+               "push stream's first message carries more than");
+
   const int64_t peak_after = PeakRssKib(shards_->shard(0).pid());
   EXPECT_LT(peak_after - peak_before, 100 << 10)
       << "peak RSS grew from " << peak_before << " KiB to " << peak_after << " KiB";
