@@ -8,7 +8,10 @@
 namespace spotps {
 namespace {
 
-constexpr uint32_t kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5;
+constexpr uint32_t kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kStartGroup = 3, kEndGroup = 4,
+                   kFixed32 = 5;
+// Groups nest no deeper than protobuf's default recursion limit.
+constexpr int kMaxGroupDepth = 100;
 // PartitionChunk's fields.
 constexpr uint32_t kChunkPartitionId = 1, kChunkOffset = 2, kChunkData = 3, kChunkVersion = 4;
 constexpr uint64_t kMaxFieldNumber = (uint64_t{1} << 29) - 1;
@@ -68,6 +71,22 @@ class SliceCursor {
     return false;  // More than 10 bytes: not a varint.
   }
 
+  // A field tag: as protobuf reads them, at most 5 bytes, kept to 32 bits.
+  bool Tag(uint64_t* tag) {
+    *tag = 0;
+    for (int i = 0; i < 5; ++i) {
+      if (idx_ == slices_.size()) return false;
+      const uint8_t b = slices_[idx_].begin()[off_];
+      Advance(1);
+      *tag |= static_cast<uint64_t>(b & 0x7f) << (7 * i);
+      if ((b & 0x80) == 0) {
+        *tag &= 0xffffffffu;
+        return true;
+      }
+    }
+    return false;
+  }
+
   // Moves n bytes on, adding the bytes passed over to *pieces (if given).
   bool Take(size_t n, Pieces* pieces) {
     if (n > total_ - pos_) return false;
@@ -99,9 +118,11 @@ class SliceCursor {
   size_t idx_ = 0, off_ = 0, pos_ = 0, total_ = 0;
 };
 
-// Passes over the value of a field of wire type `wire_type` that must end by
-// `end`; appends it in wire format to *out if given.
-bool PassValue(SliceCursor& c, uint32_t wire_type, size_t end, std::string* out) {
+// Passes over the value of field `field` of wire type `wire_type` that must
+// end by `end`; appends it in wire format to *out if given. Unknown fields
+// may be groups (deprecated, but protobuf skips them too).
+bool PassValue(SliceCursor& c, uint64_t field, uint32_t wire_type, size_t end, std::string* out,
+               int depth = 0) {
   Pieces pieces;
   switch (wire_type) {
     case kVarint: {
@@ -123,8 +144,21 @@ bool PassValue(SliceCursor& c, uint32_t wire_type, size_t end, std::string* out)
       if (!c.Take(len, out != nullptr ? &pieces : nullptr)) return false;
       break;
     }
+    case kStartGroup: {
+      if (depth >= kMaxGroupDepth) return false;
+      while (true) {  // Fields up to the group's own end tag.
+        uint64_t tag;
+        if (!c.Tag(&tag) || c.pos() > end) return false;
+        if (out != nullptr) AppendVarint(tag, out);
+        const uint64_t inner = tag >> 3;
+        const uint32_t inner_type = static_cast<uint32_t>(tag & 7);
+        if (inner == 0 || inner > kMaxFieldNumber) return false;
+        if (inner_type == kEndGroup) return inner == field;
+        if (!PassValue(c, inner, inner_type, end, out, depth + 1)) return false;
+      }
+    }
     default:
-      return false;  // Groups (3, 4) and the undefined types 6 and 7.
+      return false;  // An end tag without its group, and the undefined types 6 and 7.
   }
   if (out != nullptr) {
     for (absl::string_view p : pieces) out->append(p.data(), p.size());
@@ -136,7 +170,7 @@ bool PassValue(SliceCursor& c, uint32_t wire_type, size_t end, std::string* out)
 bool ParseChunk(SliceCursor& c, size_t end, ChunkView* chunk) {
   while (c.pos() < end) {
     uint64_t tag;
-    if (!c.Varint(&tag) || c.pos() > end) return false;
+    if (!c.Tag(&tag) || c.pos() > end) return false;
     const uint64_t field = tag >> 3;
     const uint32_t wire_type = static_cast<uint32_t>(tag & 7);
     if (field == 0 || field > kMaxFieldNumber) return false;
@@ -152,7 +186,7 @@ bool ParseChunk(SliceCursor& c, size_t end, ChunkView* chunk) {
       chunk->pieces.clear();  // A repeated field: the last one counts, as in protobuf.
       if (!c.Take(v, &chunk->pieces)) return false;
       chunk->payload_bytes = v;
-    } else if (!PassValue(c, wire_type, end, nullptr)) {  // Unknown: skipped.
+    } else if (!PassValue(c, field, wire_type, end, nullptr)) {  // Unknown: skipped.
       return false;
     }
   }
@@ -242,7 +276,7 @@ bool ChunkFrameReader::Parse(grpc::ByteBuffer* buffer, uint32_t chunks_field, si
   SliceCursor c(slices_);
   while (c.pos() < c.total()) {
     uint64_t tag;
-    if (!c.Varint(&tag)) return false;
+    if (!c.Tag(&tag)) return false;
     const uint64_t field = tag >> 3;
     const uint32_t wire_type = static_cast<uint32_t>(tag & 7);
     if (field == 0 || field > kMaxFieldNumber) return false;
@@ -258,7 +292,7 @@ bool ChunkFrameReader::Parse(grpc::ByteBuffer* buffer, uint32_t chunks_field, si
       continue;
     }
     AppendVarint(tag, &fields_);
-    if (!PassValue(c, wire_type, c.total(), &fields_)) return false;
+    if (!PassValue(c, field, wire_type, c.total(), &fields_)) return false;
   }
   return true;
 }

@@ -75,8 +75,8 @@ class ChunkFrameReader {
  public:
   // Takes `buffer`'s slices and parses them as a message whose chunks are
   // field `chunks_field`. False if the bytes are not a well-formed protobuf
-  // message (bad tag, varint or length, a field running past its message),
-  // or use groups (no spotps message has any). Every field but the chunks is
+  // message (bad tag, varint or length, a field running past its message,
+  // a group without its end). Every field but the chunks is
   // left in fields(), in wire format, for protobuf to parse. Past
   // `max_chunks` chunks it stops and returns true with max_chunks + 1 of
   // them, so that a flood of empty chunks costs no memory before the caller

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/tensor_codec.h"
+#include "google/protobuf/stubs/logging.h"
 
 namespace spotps {
 namespace {
@@ -169,7 +170,9 @@ TEST(ChunkFrameTest, RefusesWhatIsNotAWellFormedMessage) {
   EXPECT_FALSE(parses(std::string("\x08\xff", 2)));          // A varint cut short.
   EXPECT_FALSE(parses(std::string(11, '\xff')));             // A varint of 11 bytes.
   EXPECT_FALSE(parses(std::string("\x00\x01", 2)));          // Field number 0.
-  EXPECT_FALSE(parses(std::string("\x0b\x0c", 2)));          // A group.
+  EXPECT_TRUE(parses(std::string("\x0b\x10\x01\x0c", 4)));   // A group, skipped.
+  EXPECT_FALSE(parses(std::string("\x0b\x14", 2)));          // A group ended as another.
+  EXPECT_FALSE(parses(std::string("\x0b\x10\x01", 3)));      // A group never ended.
   // A chunk whose data runs past the chunk's own length.
   EXPECT_FALSE(
       parses(std::string("\x22\x03\x1a\x05"
@@ -177,6 +180,81 @@ TEST(ChunkFrameTest, RefusesWhatIsNotAWellFormedMessage) {
                          9)));
   // Unknown fields, inside and outside chunks, are passed over.
   EXPECT_TRUE(parses(bytes + std::string("\xf8\x01\x05\x22\x02\x78\x01", 7)));
+}
+
+// Random push messages, then bytes changed, inserted or cut: wherever
+// protobuf parses the bytes, the frame reader must see the same message, and
+// wherever protobuf refuses them, so must the reader (with the other fields
+// parsed by protobuf, as the shard does).
+TEST(ChunkFrameTest, AgreesWithProtobufOnMutatedMessages) {
+  google::protobuf::LogSilencer quiet;  // Mutated strings are not UTF-8: protobuf says so.
+  std::mt19937 rng(12);
+  auto below = [&](uint32_t n) { return static_cast<uint32_t>(rng() % n); };
+  int parsed = 0, refused = 0;
+  for (int round = 0; round < 20'000; ++round) {
+    v1::PushRequest m;
+    m.set_push_id(std::string(below(6), static_cast<char>('a' + below(26))));
+    m.set_dtype(static_cast<v1::DType>(below(3)));
+    for (uint32_t i = below(3); i > 0; --i) {
+      v1::PartitionCount* a = m.add_announced();
+      a->set_partition_id(below(300));
+      a->set_num_elements(below(2) ? below(100) : (uint64_t{1} << 40) + below(100));
+    }
+    for (uint32_t i = below(4); i > 0; --i) {
+      v1::PartitionChunk* c = m.add_chunks();
+      c->set_partition_id(below(300));
+      c->set_offset(below(2) ? below(1000) : ~uint64_t{0} - below(3));
+      c->set_version(below(50));
+      std::string data(below(40), '\0');
+      for (char& x : data) x = static_cast<char>(rng());
+      c->set_data(data);
+    }
+    std::string bytes = m.SerializeAsString();
+    for (uint32_t k = below(4); k > 0 && !bytes.empty(); --k) {
+      const size_t at = below(static_cast<uint32_t>(bytes.size()));
+      switch (below(4)) {
+        case 0:
+          bytes[at] = static_cast<char>(rng());
+          break;
+        case 1:
+          bytes[at] = static_cast<char>(bytes[at] ^ (1 << below(8)));
+          break;
+        case 2:
+          bytes.insert(bytes.begin() + at, static_cast<char>(rng()));
+          break;
+        default:
+          bytes.resize(at);
+      }
+    }
+    v1::PushRequest reference;
+    const bool protobuf_ok = reference.ParseFromString(bytes);
+    std::vector<size_t> cuts;
+    for (uint32_t k = below(5); k > 0; --k) cuts.push_back(below(20));
+    grpc::ByteBuffer buffer = Sliced(bytes, cuts);
+    ChunkFrameReader frame;
+    v1::PushRequest fields;
+    const bool ours_ok =
+        frame.Parse(&buffer, kPushChunksField) && fields.ParseFromString(frame.fields());
+    ASSERT_EQ(ours_ok, protobuf_ok) << "round " << round;
+    if (!ours_ok) {
+      ++refused;
+      continue;
+    }
+    ++parsed;
+    ASSERT_EQ(frame.chunks().size(), static_cast<size_t>(reference.chunks_size()));
+    for (int i = 0; i < reference.chunks_size(); ++i) {
+      const ChunkView& c = frame.chunks()[i];
+      EXPECT_EQ(c.partition_id, reference.chunks(i).partition_id());
+      EXPECT_EQ(c.offset, reference.chunks(i).offset());
+      EXPECT_EQ(c.version, reference.chunks(i).version());
+      EXPECT_EQ(Payload(c), reference.chunks(i).data());
+    }
+    reference.clear_chunks();
+    EXPECT_EQ(fields.SerializeAsString(), reference.SerializeAsString()) << "round " << round;
+  }
+  // Both outcomes were exercised.
+  EXPECT_GT(parsed, 5'000);
+  EXPECT_GT(refused, 1'000);
 }
 
 }  // namespace
