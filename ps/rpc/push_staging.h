@@ -73,6 +73,10 @@ class PushStaging {
     StagingPool::Block block;  // Taken at the partition's first chunk.
   };
 
+  // Copies the chunk's payload to dst; true if every element is within the
+  // gradient bound.
+  bool CopyAndCheck(const ChunkView& chunk, char* dst) const;
+
   StagingPool* const pool_;
   const v1::DType dtype_;
   std::map<uint32_t, Region> regions_;

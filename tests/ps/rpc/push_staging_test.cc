@@ -64,6 +64,31 @@ TEST(PushStagingTest, KeepsEveryChunkInArrivalOrderWhateverItsPartitionAndOffset
   EXPECT_EQ(ranges[2].bytes.data(), ranges[0].bytes.data() + 2);
 }
 
+TEST(PushStagingTest, ChecksTheGradientBoundAcrossCopyWindowsAndSlices) {
+  StagingPool pool;
+  const int64_t n = 100'000;  // 200 KB of BF16: several copy windows.
+  for (int64_t bad : {int64_t{-1}, int64_t{0}, int64_t{32'768}, n - 1}) {
+    std::string payload;
+    for (int64_t i = 0; i < n; ++i) payload += i == bad ? std::string("\xc0\x7f", 2) : "\x80\x3f";
+    ChunkFrameWriter writer("", kPushChunksField, {{0, 0, 1, payload.size()}});
+    std::memcpy(writer.payload(0), payload.data(), payload.size());
+    // Cut into slices at odd places, so elements straddle them.
+    std::vector<grpc::Slice> slices;
+    ASSERT_TRUE(writer.Take().Dump(&slices).ok());
+    const std::string flat(reinterpret_cast<const char*>(slices[0].begin()), slices[0].size());
+    std::vector<grpc::Slice> cut = {grpc::Slice(flat.data(), 70'001),
+                                    grpc::Slice(flat.data() + 70'001, 3),
+                                    grpc::Slice(flat.data() + 70'004, flat.size() - 70'004)};
+    grpc::ByteBuffer buffer(cut.data(), cut.size());
+    ChunkFrameReader frame;
+    ASSERT_TRUE(frame.Parse(&buffer, kPushChunksField));
+    PushStaging staging(&pool, {{0, static_cast<uint64_t>(n)}}, v1::DTYPE_BF16);
+    staging.Add(frame.chunks()[0]);
+    EXPECT_EQ(std::string(staging.ranges()[0].bytes), payload) << "NaN at " << bad;
+    EXPECT_EQ(staging.ranges()[0].within_gradient_bound, bad < 0) << "NaN at " << bad;
+  }
+}
+
 TEST(PushStagingTest, ThePoolGivesTheSameMemoryToTheNextPush) {
   StagingPool pool(size_t{6} << 20);
   const AnnouncedElements announced = {{0, 1'000'000}};
