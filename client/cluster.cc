@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "common/chunk_frame.h"
 #include "common/fan_out_pool.h"
 #include "common/rpc_retry.h"
 #include "common/tensor_codec.h"
@@ -21,9 +22,16 @@ namespace spotps {
 
 struct ShardConnection {
   std::string address;
+  std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::ParameterServer::Stub> stub;
   // Extra connections for parallel pull streams (see pull_streams_per_shard).
-  std::vector<std::unique_ptr<v1::ParameterServer::Stub>> pull_stubs;
+  std::vector<std::shared_ptr<grpc::Channel>> pull_channels;
+  // Pull and Push travel as raw messages (common/chunk_frame.h), so that
+  // payloads skip protobuf's copies; these name them on the channels above.
+  grpc::internal::RpcMethod pull_method{"/spotps.v1.ParameterServer/Pull",
+                                        grpc::internal::RpcMethod::SERVER_STREAMING};
+  grpc::internal::RpcMethod push_method{"/spotps.v1.ParameterServer/Push",
+                                        grpc::internal::RpcMethod::CLIENT_STREAMING};
 };
 
 namespace {
@@ -69,6 +77,53 @@ bool WriteChunks(grpc::ClientWriter<Request>* writer, Request first,
   }
   if (pending > 0 || !header_sent) {
     if (!writer->Write(msg)) return false;
+  }
+  return writer->WritesDone();
+}
+
+// Streams a push's `sources` as raw messages of at most `message_bytes`
+// payload each (at least kMinStreamMessageBytes, as shards require), each
+// payload encoded straight into its message's slice; the first message also
+// carries `header` (every field but the chunks). The message layout is
+// WriteChunks's. Returns false when the stream broke (Finish() says why).
+bool WritePushFrames(grpc::ClientWriter<grpc::ByteBuffer>* writer, const v1::PushRequest& header,
+                     const std::vector<ChunkSource>& sources, v1::DType dtype,
+                     int64_t message_bytes) {
+  const int64_t width = static_cast<int64_t>(WireBytesPerElement(dtype));
+  const int64_t per_message = std::max(kMinStreamMessageBytes, message_bytes) / width;
+  std::string fields = header.SerializeAsString();
+  std::vector<ChunkHeader> chunks;
+  std::vector<const float*> values;
+  int64_t pending = 0;
+  auto send = [&] {
+    ChunkFrameWriter frame(fields, kPushChunksField, chunks);
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      EncodeFp32(values[c], static_cast<int64_t>(chunks[c].payload_bytes) / width, dtype,
+                 frame.payload(c));
+    }
+    fields.clear();
+    chunks.clear();
+    values.clear();
+    pending = 0;
+    return writer->Write(frame.Take());
+  };
+  bool header_sent = false;
+  for (const ChunkSource& src : sources) {
+    for (int64_t done = 0; done < src.num_elements;) {
+      const int64_t n = std::min(per_message - pending, src.num_elements - done);
+      chunks.push_back(ChunkHeader{src.partition_id, static_cast<uint64_t>(src.offset + done),
+                                   src.version, static_cast<size_t>(n * width)});
+      values.push_back(src.values + done);
+      done += n;
+      pending += n;
+      if (pending == per_message) {
+        if (!send()) return false;
+        header_sent = true;
+      }
+    }
+  }
+  if (pending > 0 || !header_sent) {
+    if (!send()) return false;
   }
   return writer->WritesDone();
 }
@@ -126,7 +181,7 @@ class Cluster::Impl {
   absl::Status PullShard(size_t shard, v1::DType dtype, const std::vector<uint32_t>& ids,
                          const std::vector<uint64_t>* known, FlatDestination dst,
                          std::vector<uint64_t>* versions, PullCounters* counters);
-  absl::Status PullLane(size_t shard, v1::ParameterServer::Stub& stub, v1::DType dtype,
+  absl::Status PullLane(size_t shard, grpc::Channel& channel, v1::DType dtype,
                         const std::vector<uint32_t>& ids, const std::vector<uint64_t>* known,
                         FlatDestination dst, std::vector<uint64_t>* versions,
                         PullCounters* counters);
@@ -164,14 +219,14 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Connect(absl::string_view shar
     for (const auto& [name, value] : BulkTransportArgs()) args.SetInt(name, value);
     auto shard = std::make_unique<ShardConnection>();
     shard->address = std::string(address);
-    shard->stub =
-        v1::ParameterServer::NewStub(CreateSecureChannel(shard->address, options.security, args));
+    shard->channel = CreateSecureChannel(shard->address, options.security, args);
+    shard->stub = v1::ParameterServer::NewStub(shard->channel);
     for (int lane = 0; lane < options.pull_streams_per_shard; ++lane) {
       // A distinct argument value keeps each lane on its own connection.
       grpc::ChannelArguments lane_args = args;
       lane_args.SetInt("spotps.pull_lane", lane);
-      shard->pull_stubs.push_back(v1::ParameterServer::NewStub(
-          CreateSecureChannel(shard->address, options.security, lane_args)));
+      shard->pull_channels.push_back(
+          CreateSecureChannel(shard->address, options.security, lane_args));
     }
     shards.push_back(std::move(shard));
   }
@@ -303,17 +358,17 @@ absl::Status Cluster::Impl::PullShard(size_t shard, v1::DType dtype,
                                       const std::vector<uint32_t>& ids,
                                       const std::vector<uint64_t>* known, FlatDestination dst,
                                       std::vector<uint64_t>* versions, PullCounters* counters) {
-  const size_t lanes = std::min(shards_[shard]->pull_stubs.size(), ids.size());
+  const size_t lanes = std::min(shards_[shard]->pull_channels.size(), ids.size());
   if (lanes <= 1) {
-    return PullLane(shard, *shards_[shard]->pull_stubs[0], dtype, ids, known, dst, versions,
+    return PullLane(shard, *shards_[shard]->pull_channels[0], dtype, ids, known, dst, versions,
                     counters);
   }
   std::vector<std::vector<uint32_t>> lane_ids(lanes);
   for (size_t i = 0; i < ids.size(); ++i) lane_ids[i % lanes].push_back(ids[i]);
   std::vector<PullCounters> lane_counters(lanes);
   absl::Status s = pool_.Run(lanes, [&](size_t l) {
-    return PullLane(shard, *shards_[shard]->pull_stubs[l], dtype, lane_ids[l], known, dst, versions,
-                    &lane_counters[l]);
+    return PullLane(shard, *shards_[shard]->pull_channels[l], dtype, lane_ids[l], known, dst,
+                    versions, &lane_counters[l]);
   });
   for (const PullCounters& c : lane_counters) {
     counters->bytes += c.bytes;
@@ -322,7 +377,7 @@ absl::Status Cluster::Impl::PullShard(size_t shard, v1::DType dtype,
   return s;
 }
 
-absl::Status Cluster::Impl::PullLane(size_t shard, v1::ParameterServer::Stub& stub, v1::DType dtype,
+absl::Status Cluster::Impl::PullLane(size_t shard, grpc::Channel& channel, v1::DType dtype,
                                      const std::vector<uint32_t>& ids,
                                      const std::vector<uint64_t>* known, FlatDestination dst,
                                      std::vector<uint64_t>* versions, PullCounters* counters) {
@@ -336,33 +391,40 @@ absl::Status Cluster::Impl::PullLane(size_t shard, v1::ParameterServer::Stub& st
       if (known != nullptr) request.add_known_versions((*known)[id]);
     }
     received.clear();
-    auto reader = stub.Pull(ctx, request);
-    v1::PullResponse response;
+    std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
+        grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
+            &channel, shards_[shard]->pull_method, ctx, request));
+    grpc::ByteBuffer buffer;
+    ChunkFrameReader frame;
+    v1::PullResponse fields;
     std::string error;
-    while (error.empty() && reader->Read(&response)) {
-      for (const v1::PartitionChunk& chunk : response.chunks()) {
-        const Partition* p = map_.Find(chunk.partition_id());
-        const int64_t n = static_cast<int64_t>(chunk.data().size()) / width;
-        if (response.dtype() != dtype || p == nullptr || p->shard != shard ||
-            chunk.data().size() % width != 0 ||
-            chunk.offset() > static_cast<uint64_t>(p->num_elements) ||
-            static_cast<int64_t>(chunk.offset()) + n > p->num_elements) {
-          error = absl::StrFormat("malformed pull chunk for partition %d", chunk.partition_id());
+    while (error.empty() && reader->Read(&buffer)) {
+      if (!frame.Parse(&buffer, kPullChunksField) || !fields.ParseFromString(frame.fields())) {
+        error = "pull response does not parse as a spotps.v1.PullResponse";
+        break;
+      }
+      for (const ChunkView& chunk : frame.chunks()) {
+        const Partition* p = map_.Find(chunk.partition_id);
+        const int64_t n = static_cast<int64_t>(chunk.payload_bytes) / width;
+        if (fields.dtype() != dtype || p == nullptr || p->shard != shard ||
+            chunk.payload_bytes % width != 0 ||
+            chunk.offset > static_cast<uint64_t>(p->num_elements) ||
+            static_cast<int64_t>(chunk.offset) + n > p->num_elements) {
+          error = absl::StrFormat("malformed pull chunk for partition %d", chunk.partition_id);
           break;
         }
         const int64_t begin =
-            std::max(p->flat_begin + static_cast<int64_t>(chunk.offset()), dst.flat_begin);
-        const int64_t end = std::min(p->flat_begin + static_cast<int64_t>(chunk.offset()) + n,
+            std::max(p->flat_begin + static_cast<int64_t>(chunk.offset), dst.flat_begin);
+        const int64_t end = std::min(p->flat_begin + static_cast<int64_t>(chunk.offset) + n,
                                      dst.flat_begin + dst.num_elements);
         if (begin < end) {
-          const int64_t skip = begin - p->flat_begin - static_cast<int64_t>(chunk.offset());
-          absl::string_view bytes(chunk.data().data() + skip * width, (end - begin) * width);
-          DecodeToFp32(dtype, bytes, end - begin, dst.values + (begin - dst.flat_begin))
-              .IgnoreError();  // Sizes were checked above.
+          // Decoded straight out of the received slices.
+          const int64_t skip = begin - p->flat_begin - static_cast<int64_t>(chunk.offset);
+          chunk.DecodePayload(dtype, skip, end - begin, dst.values + (begin - dst.flat_begin));
         }
-        counters->bytes += static_cast<int64_t>(chunk.data().size());
-        if ((received[chunk.partition_id()] += n) == p->num_elements) {
-          if (versions != nullptr) (*versions)[chunk.partition_id()] = chunk.version();
+        counters->bytes += static_cast<int64_t>(chunk.payload_bytes);
+        if ((received[chunk.partition_id] += n) == p->num_elements) {
+          if (versions != nullptr) (*versions)[chunk.partition_id] = chunk.version;
           counters->partitions += 1;
         }
       }
@@ -486,7 +548,9 @@ absl::StatusOr<PushResult> Cluster::Impl::PushSpans(const std::vector<FlatSpan>&
     if (sources[i].empty()) return absl::OkStatus();
     contacted[i] = 1;
     return CallWithRetry(i, "Push", [&](grpc::ClientContext* ctx) {
-      auto writer = shards_[i]->stub->Push(ctx, &replies[i]);
+      std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> writer(
+          grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(
+              shards_[i]->channel.get(), shards_[i]->push_method, ctx, &replies[i]));
       v1::PushRequest header;
       header.set_push_id(push_id);
       header.set_dtype(wire_dtype);
@@ -498,7 +562,7 @@ absl::StatusOr<PushResult> Cluster::Impl::PushSpans(const std::vector<FlatSpan>&
         count->set_partition_id(id);
         count->set_num_elements(static_cast<uint64_t>(n));
       }
-      WriteChunks(writer.get(), std::move(header), sources[i], wire_dtype, options_.message_bytes);
+      WritePushFrames(writer.get(), header, sources[i], wire_dtype, options_.message_bytes);
       return writer->Finish();
     });
   });

@@ -1,10 +1,14 @@
 #include "ps/rpc/parameter_server_service.h"
 
+#include <grpcpp/support/method_handler.h>
+
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_format.h"
+#include "common/chunk_frame.h"
 #include "common/grpc_status.h"
 #include "common/tensor_codec.h"
 #include "common/transport_args.h"
@@ -58,6 +62,45 @@ grpc::Status ReadFirst(grpc::ServerContext* context, grpc::ServerReader<Request>
       what, Request::descriptor()->full_name()));
 }
 
+// RESOURCE_EXHAUSTED once a stream has sent more than `limits` allow, given
+// its counts so far (the message just read included).
+grpc::Status CheckStreamBounds(const StreamLimits& limits, int64_t messages, int64_t chunks,
+                               int64_t payload_bytes) {
+  if (messages > limits.max_messages) {
+    return grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        absl::StrFormat("%s stream sent more than %d messages, the most its %d payload bytes "
+                        "allow (one per %d KiB, plus 2)",
+                        limits.what, limits.max_messages, limits.max_payload_bytes,
+                        kMinStreamMessageBytes >> 10));
+  }
+  if (chunks > limits.max_chunks) {
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        absl::StrFormat("%s stream sent more than %d chunks, the most its %d "
+                                        "messages and runs allow (chunks may not be empty)",
+                                        limits.what, limits.max_chunks, limits.max_messages));
+  }
+  if (payload_bytes > limits.max_payload_bytes) {
+    return grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        absl::StrFormat("%s stream carries more than the %d payload bytes %s", limits.what,
+                        limits.max_payload_bytes, limits.payload_bound));
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status Cancelled(const char* what) {
+  return grpc::Status(
+      grpc::StatusCode::CANCELLED,
+      absl::StrFormat("%s stream was cancelled (by the client, its deadline or a broken "
+                      "connection) before it ended: nothing applied",
+                      what));
+}
+
+constexpr char kPushWithoutFirstMessage[] =
+    "push stream ended before its first message (it sent none, or one that does not parse as a "
+    "spotps.v1.PushRequest)";
+
 // Reads the rest of a client stream of messages with `chunks` within
 // `limits` (RESOURCE_EXHAUSTED as soon as one is crossed), then makes sure it
 // ended normally (CANCELLED if the client cancelled, its deadline passed or
@@ -70,41 +113,20 @@ grpc::Status ReadChunks(grpc::ServerContext* context, grpc::ServerReader<Request
   int64_t num_chunks = 0, payload_bytes = 0;
   Request next = std::move(first);
   do {
-    if (static_cast<int64_t>(messages->size()) >= limits.max_messages) {
-      return grpc::Status(
-          grpc::StatusCode::RESOURCE_EXHAUSTED,
-          absl::StrFormat("%s stream sent more than %d messages, the most its %d payload bytes "
-                          "allow (one per %d KiB, plus 2)",
-                          limits.what, limits.max_messages, limits.max_payload_bytes,
-                          kMinStreamMessageBytes >> 10));
-    }
     num_chunks += next.chunks_size();
-    if (num_chunks > limits.max_chunks) {
-      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                          absl::StrFormat("%s stream sent more than %d chunks, the most its %d "
-                                          "messages and runs allow (chunks may not be empty)",
-                                          limits.what, limits.max_chunks, limits.max_messages));
-    }
     for (const v1::PartitionChunk& c : next.chunks()) {
       payload_bytes += static_cast<int64_t>(c.data().size());
     }
-    if (payload_bytes > limits.max_payload_bytes) {
-      return grpc::Status(
-          grpc::StatusCode::RESOURCE_EXHAUSTED,
-          absl::StrFormat("%s stream carries more than the %d payload bytes %s", limits.what,
-                          limits.max_payload_bytes, limits.payload_bound));
+    if (grpc::Status s = CheckStreamBounds(limits, static_cast<int64_t>(messages->size()) + 1,
+                                           num_chunks, payload_bytes);
+        !s.ok()) {
+      return s;
     }
     messages->push_back(std::move(next));
   } while (reader->Read(&next));
   // Read() also returns false when the call was cancelled, expired or lost
   // its connection: what arrived may be any prefix of the stream.
-  if (context->IsCancelled()) {
-    return grpc::Status(
-        grpc::StatusCode::CANCELLED,
-        absl::StrFormat("%s stream was cancelled (by the client, its deadline or a broken "
-                        "connection) before it ended: nothing applied",
-                        limits.what));
-  }
+  if (context->IsCancelled()) return Cancelled(limits.what);
   // Views are taken only after the vector stopped growing.
   for (const Request& m : *messages) {
     for (const v1::PartitionChunk& c : m.chunks()) {
@@ -172,18 +194,52 @@ grpc::Status ParameterServerService::Init(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status ParameterServerService::Pull(grpc::ServerContext* context,
-                                          const v1::PullRequest* request,
-                                          grpc::ServerWriter<v1::PullResponse>* writer) {
+ParameterServerService::ParameterServerService(ShardStore* store, ShardCheckpointer* checkpointer,
+                                               uint64_t incarnation, ShardMetrics* metrics,
+                                               int max_watchers)
+    : store_(store),
+      checkpointer_(checkpointer),
+      incarnation_(incarnation),
+      metrics_(metrics),
+      updates_(max_watchers) {
+  // Indices in the order of the rpcs in parameter_server.proto. gRPC calls
+  // these handlers "streamed"; to the server that only means it does not
+  // read a request before the handler runs, which the handlers do themselves.
+  constexpr int kPullMethod = 2, kPushMethod = 3;
+  MarkMethodStreamed(
+      kPullMethod,
+      new grpc::internal::SplitServerStreamingHandler<v1::PullRequest, grpc::ByteBuffer>(
+          [this](grpc::ServerContext* context,
+                 grpc::ServerSplitStreamer<v1::PullRequest, grpc::ByteBuffer>* stream) {
+            return PullFrames(context, stream);
+          }));
+  MarkMethodStreamed(
+      kPushMethod,
+      new grpc::internal::ClientStreamingHandler<ParameterServerService, grpc::ByteBuffer,
+                                                 v1::PushResponse>(
+          [](ParameterServerService* service, grpc::ServerContext* context,
+             grpc::ServerReader<grpc::ByteBuffer>* reader,
+             v1::PushResponse* response) { return service->PushFrames(context, reader, response); },
+          this));
+}
+
+grpc::Status ParameterServerService::PullFrames(
+    grpc::ServerContext* context,
+    grpc::ServerSplitStreamer<v1::PullRequest, grpc::ByteBuffer>* stream) {
   const absl::Time start = absl::Now();
-  grpc::Status status = ServePull(context, request, writer);
+  v1::PullRequest request;
+  grpc::Status status =
+      stream->Read(&request)
+          ? ServePull(context, &request, stream)
+          : InvalidArgument(
+                "pull stream carried no request that parses as a spotps.v1.PullRequest");
   if (metrics_ != nullptr) metrics_->ObservePull(absl::Now() - start, status);
   return status;
 }
 
-grpc::Status ParameterServerService::Push(grpc::ServerContext* context,
-                                          grpc::ServerReader<v1::PushRequest>* reader,
-                                          v1::PushResponse* response) {
+grpc::Status ParameterServerService::PushFrames(grpc::ServerContext* context,
+                                                grpc::ServerReader<grpc::ByteBuffer>* reader,
+                                                v1::PushResponse* response) {
   const absl::Time start = absl::Now();
   absl::Duration apply = absl::ZeroDuration();
   grpc::Status status = ServePush(context, reader, response, &apply);
@@ -196,9 +252,9 @@ grpc::Status ParameterServerService::Push(grpc::ServerContext* context,
   return status;
 }
 
-grpc::Status ParameterServerService::ServePull(grpc::ServerContext* context,
-                                               const v1::PullRequest* request,
-                                               grpc::ServerWriter<v1::PullResponse>* writer) {
+grpc::Status ParameterServerService::ServePull(
+    grpc::ServerContext* context, const v1::PullRequest* request,
+    grpc::ServerSplitStreamer<v1::PullRequest, grpc::ByteBuffer>* stream) {
   if (!store_->initialized()) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         "model is not initialised on this shard: a trainer must call Init first");
@@ -222,38 +278,73 @@ grpc::Status ParameterServerService::ServePull(grpc::ServerContext* context,
     if (absl::StatusOr<uint64_t> v = store_->Version(id); !v.ok()) return ToGrpcStatus(v.status());
   }
   UseSingleThreadedConversion();
+  const size_t width = WireBytesPerElement(request->dtype());
+  v1::PullResponse header;  // Every field but the chunks.
+  header.set_dtype(request->dtype());
+  const std::string fields = header.SerializeAsString();
   int64_t bytes = 0;
-  v1::PullResponse response;
   for (size_t i = 0; i < ids.size(); ++i) {
     if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "pull cancelled");
     if (request->known_versions_size() != 0 &&
         *store_->Version(ids[i]) == request->known_versions(static_cast<int>(i))) {
       continue;
     }
-    response.Clear();
-    response.set_dtype(request->dtype());
-    v1::PartitionChunk* chunk = response.add_chunks();
-    chunk->set_partition_id(ids[i]);
+    const size_t payload =
+        static_cast<size_t>(store_->partition_map().partitions()[ids[i]].num_elements) * width;
+    // The partition is encoded straight into the message's slice.
+    std::optional<ChunkFrameWriter> frame;
     absl::StatusOr<uint64_t> version =
-        store_->Read(ids[i], request->dtype(), chunk->mutable_data());
+        store_->ReadTo(ids[i], request->dtype(), [&](uint64_t version) {
+          frame.emplace(fields, kPullChunksField,
+                        std::vector<ChunkHeader>{{ids[i], 0, version, payload}});
+          return frame->payload(0);
+        });
     if (!version.ok()) return ToGrpcStatus(version.status());
-    chunk->set_version(*version);
-    bytes += static_cast<int64_t>(chunk->data().size());
-    if (!writer->Write(response)) break;  // The client went away.
+    bytes += static_cast<int64_t>(payload);
+    if (!stream->Write(frame->Take())) break;  // The client went away.
   }
   store_->CountPull(bytes);
   return grpc::Status::OK;
 }
 
 grpc::Status ParameterServerService::ServePush(grpc::ServerContext* context,
-                                               grpc::ServerReader<v1::PushRequest>* reader,
+                                               grpc::ServerReader<grpc::ByteBuffer>* reader,
                                                v1::PushResponse* response, absl::Duration* apply) {
   if (!store_->initialized()) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         "model is not initialised on this shard: a trainer must call Init first");
   }
+  // Each message's chunks are parsed in place (common/chunk_frame.h); its
+  // other fields go through protobuf, so they are checked as before.
+  grpc::ByteBuffer buffer;
+  ChunkFrameReader frame;
   v1::PushRequest header;
-  if (grpc::Status s = ReadFirst(context, reader, "push", &header); !s.ok()) return s;
+  // Before the announcement is known, the chunks of the first message are
+  // bounded by what a push of every partition of this shard may carry.
+  int64_t max_chunks = LimitsFor("push", store_->owned_elements() * 4, "",
+                                 static_cast<int64_t>(store_->layout().tensors().size() +
+                                                      store_->owned_partitions().size()))
+                           .max_chunks;
+  int64_t num_messages = 0, num_chunks = 0, payload_bytes = 0;
+  auto parse = [&](v1::PushRequest* fields) {
+    return frame.Parse(&buffer, kPushChunksField, static_cast<size_t>(max_chunks - num_chunks)) &&
+           fields->ParseFromString(frame.fields());
+  };
+  if (!reader->Read(&buffer)) {
+    if (context->IsCancelled()) {
+      return grpc::Status(grpc::StatusCode::CANCELLED,
+                          "push stream was cancelled before its first message");
+    }
+    return InvalidArgument(kPushWithoutFirstMessage);
+  }
+  if (!parse(&header)) return InvalidArgument(kPushWithoutFirstMessage);
+  if (frame.truncated()) {
+    return grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        absl::StrFormat("push stream's first message carries more than %d chunks, the most a push "
+                        "of every partition of this shard may carry",
+                        max_chunks));
+  }
   const v1::DType dtype = header.dtype();
   const size_t width = WireBytesPerElement(dtype);
   if (width == 0) {
@@ -276,14 +367,27 @@ grpc::Status ParameterServerService::ServePush(grpc::ServerContext* context,
       "push", announced_elements * static_cast<int64_t>(width), "its first message announced",
       static_cast<int64_t>(store_->layout().tensors().size() + announced.size()));
   const std::string push_id = header.push_id();
-  std::vector<v1::PushRequest> messages;
-  std::vector<PayloadRange> ranges;
-  if (grpc::Status s = ReadChunks(context, reader, std::move(header), limits, &messages, &ranges);
-      !s.ok()) {
-    return s;
-  }
+  // Payloads are copied out of gRPC's buffers as each message arrives, and
+  // applied only after the stream ended normally (parameter_server.proto).
+  PushStaging staging(&staging_, announced, dtype);
+  max_chunks = limits.max_chunks;
+  v1::PushRequest later_fields;
+  do {
+    num_messages += 1;
+    num_chunks += static_cast<int64_t>(frame.chunks().size());
+    payload_bytes += static_cast<int64_t>(frame.payload_bytes());
+    if (grpc::Status s = CheckStreamBounds(limits, num_messages, num_chunks, payload_bytes);
+        !s.ok()) {
+      return s;
+    }
+    for (const ChunkView& chunk : frame.chunks()) staging.Add(chunk);
+    // Read() returns false at the stream's end and when the call was
+    // cancelled, expired or lost its connection; a message that does not
+    // parse ends the stream too, as protobuf's reader did.
+  } while (reader->Read(&buffer) && parse(&later_fields));
+  if (context->IsCancelled()) return Cancelled("push");
   const absl::Time apply_start = absl::Now();
-  absl::StatusOr<PushOutcome> outcome = store_->Push(push_id, dtype, ranges, &announced);
+  absl::StatusOr<PushOutcome> outcome = store_->Push(push_id, dtype, staging.ranges(), &announced);
   *apply = absl::Now() - apply_start;
   if (!outcome.ok()) return ToGrpcStatus(outcome.status());
   // Counted only once accepted: a refused push changes no counter but the

@@ -4,6 +4,7 @@
 #define SPOTPS_PS_RPC_PARAMETER_SERVER_SERVICE_H_
 
 #include "ps/checkpoint/shard_checkpointer.h"
+#include "ps/rpc/push_staging.h"
 #include "ps/rpc/shard_metrics.h"
 #include "ps/rpc/update_signal.h"
 #include "ps/store/shard_store.h"
@@ -31,21 +32,19 @@ class ParameterServerService final : public v1::ParameterServer::Service {
   static constexpr absl::Duration kMaxWatchDuration = absl::Seconds(300);
 
   ParameterServerService(ShardStore* store, ShardCheckpointer* checkpointer, uint64_t incarnation,
-                         ShardMetrics* metrics = nullptr, int max_watchers = kDefaultMaxWatchers)
-      : store_(store),
-        checkpointer_(checkpointer),
-        incarnation_(incarnation),
-        metrics_(metrics),
-        updates_(max_watchers) {}
+                         ShardMetrics* metrics = nullptr, int max_watchers = kDefaultMaxWatchers);
 
   grpc::Status GetLayout(grpc::ServerContext* context, const v1::GetLayoutRequest* request,
                          v1::GetLayoutResponse* response) override;
   grpc::Status Init(grpc::ServerContext* context, grpc::ServerReader<v1::InitRequest>* reader,
                     v1::InitResponse* response) override;
-  grpc::Status Pull(grpc::ServerContext* context, const v1::PullRequest* request,
-                    grpc::ServerWriter<v1::PullResponse>* writer) override;
-  grpc::Status Push(grpc::ServerContext* context, grpc::ServerReader<v1::PushRequest>* reader,
-                    v1::PushResponse* response) override;
+  // Pull and Push are served without protobuf's payload copies: their
+  // handlers (installed by the constructor) read and write raw messages
+  // (common/chunk_frame.h), in the same wire format.
+  grpc::Status PullFrames(grpc::ServerContext* context,
+                          grpc::ServerSplitStreamer<v1::PullRequest, grpc::ByteBuffer>* stream);
+  grpc::Status PushFrames(grpc::ServerContext* context,
+                          grpc::ServerReader<grpc::ByteBuffer>* reader, v1::PushResponse* response);
   grpc::Status Stats(grpc::ServerContext* context, const v1::StatsRequest* request,
                      v1::StatsResponse* response) override;
   grpc::Status WriteCheckpoint(grpc::ServerContext* context,
@@ -62,9 +61,9 @@ class ParameterServerService final : public v1::ParameterServer::Service {
 
  private:
   grpc::Status ServePull(grpc::ServerContext* context, const v1::PullRequest* request,
-                         grpc::ServerWriter<v1::PullResponse>* writer);
+                         grpc::ServerSplitStreamer<v1::PullRequest, grpc::ByteBuffer>* stream);
   // `apply` receives the time the store took to apply the push.
-  grpc::Status ServePush(grpc::ServerContext* context, grpc::ServerReader<v1::PushRequest>* reader,
+  grpc::Status ServePush(grpc::ServerContext* context, grpc::ServerReader<grpc::ByteBuffer>* reader,
                          v1::PushResponse* response, absl::Duration* apply);
   // The watched partitions' versions and the shard's counters now.
   void FillWatchResponse(const std::vector<uint32_t>& ids, v1::WatchResponse* response) const;
@@ -76,6 +75,8 @@ class ParameterServerService final : public v1::ParameterServer::Service {
   ShardMetrics* const metrics_;
   // Rung after every init, applied push and applied round.
   UpdateSignal updates_;
+  // Memory push streams stage their payloads in, reused across pushes.
+  StagingPool staging_;
 };
 
 }  // namespace spotps

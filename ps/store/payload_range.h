@@ -17,6 +17,11 @@ struct PayloadRange {
   uint64_t offset = 0;
   absl::string_view bytes;
   uint64_t version = 0;
+  // Set by a producer that has already checked that every element of
+  // `bytes` is finite and at most kMaxGradientMagnitude in magnitude
+  // (PushStaging does, while the stream arrives): a push then skips that
+  // pass over the payload. Any other producer leaves it false.
+  bool within_gradient_bound = false;
 };
 
 // What a push stream announced in its first message: elements per

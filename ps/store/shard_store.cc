@@ -273,7 +273,8 @@ absl::Status ShardStore::ValidateRanges(const std::vector<PayloadRange>& ranges,
           absl::StrFormat("chunk of %d elements at offset %d overruns partition %d of %d elements",
                           n, r.offset, r.partition_id, p->num_elements));
     }
-    if (!AllWithin(dtype, r.bytes, max_abs)) {
+    const bool checked = r.within_gradient_bound && max_abs == kMaxGradientMagnitude;
+    if (!checked && !AllWithin(dtype, r.bytes, max_abs)) {
       const std::string bound =
           max_abs < std::numeric_limits<float>::max()
               ? absl::StrFormat(", or an element beyond %g in magnitude", max_abs)
@@ -621,13 +622,21 @@ absl::StatusOr<RoundOutcome> ShardStore::ApplyRound(const std::vector<std::strin
 }
 
 absl::StatusOr<uint64_t> ShardStore::Read(uint32_t id, v1::DType dtype, std::string* out) const {
+  return ReadTo(id, dtype, [&](uint64_t) {
+    out->resize(map_.partitions()[id].num_elements * WireBytesPerElement(dtype));
+    return out->data();
+  });
+}
+
+absl::StatusOr<uint64_t> ShardStore::ReadTo(
+    uint32_t id, v1::DType dtype, const std::function<char*(uint64_t version)>& place) const {
   absl::StatusOr<const PartitionState*> p = Owned(id);
   if (!p.ok()) return p.status();
   const size_t width = WireBytesPerElement(dtype);
   if (width == 0) return absl::InvalidArgumentError("unsupported pull dtype");
   absl::ReaderMutexLock lock(&(*p)->mu);
-  out->resize((*p)->weights.size() * width);
-  EncodeFp32((*p)->weights.data(), static_cast<int64_t>((*p)->weights.size()), dtype, out->data());
+  char* out = place((*p)->version);
+  EncodeFp32((*p)->weights.data(), static_cast<int64_t>((*p)->weights.size()), dtype, out);
   return (*p)->version;
 }
 

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -136,6 +137,12 @@ class ShardStore {
   // Encodes partition `id` as `dtype` into *out (replacing its contents)
   // and returns the version it was read at.
   absl::StatusOr<uint64_t> Read(uint32_t id, v1::DType dtype, std::string* out) const;
+  // Same, into the buffer `place(version)` returns, which must hold the
+  // partition's elements in `dtype` (the caller sizes it from
+  // partition_map()). `place` runs under the partition's reader lock, so it
+  // learns the version the bytes are read at before they are written.
+  absl::StatusOr<uint64_t> ReadTo(uint32_t id, v1::DType dtype,
+                                  const std::function<char*(uint64_t version)>& place) const;
   absl::StatusOr<uint64_t> Version(uint32_t id) const;
 
   bool initialized() const { return initialized_.load(std::memory_order_acquire); }

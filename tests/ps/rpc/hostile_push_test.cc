@@ -246,6 +246,65 @@ TEST_F(HostilePushTest, CancelledHalfPushChangesNothing) {
   ExpectUntouched("cancelled");
 }
 
+// The shard stages a stream's payload partition by partition as it arrives;
+// whole partitions staged change nothing until the stream ends normally.
+TEST_F(HostilePushTest, CancelledPushWithWholePartitionsStagedChangesNothing) {
+  const int64_t m = map_.partitions()[1].num_elements;
+  v1::PushRequest first = FirstHalf("cancelled-whole");
+  v1::PartitionCount* count = first.add_announced();
+  count->set_partition_id(1);
+  count->set_num_elements(m);
+  AddChunk(first.mutable_chunks(), 1, 0, m, kGradient);  // All of partition 1.
+  grpc::ClientContext ctx;
+  v1::PushResponse reply;
+  auto writer = stub_->Push(&ctx, &reply);
+  ASSERT_TRUE(writer->Write(first));
+  LetTheShardSettle();  // The shard has staged partition 1 and half of 0.
+  ctx.TryCancel();
+  EXPECT_EQ(writer->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  ExpectUntouched("cancelled-whole");
+}
+
+TEST_F(HostilePushTest, PartitionsArrivingOutOfOrderAreAppliedWhole) {
+  const int64_t m = map_.partitions()[1].num_elements;
+  // Partition 1 before 0, and each partition's second half before its first.
+  v1::PushRequest first;
+  first.set_push_id("out-of-order");
+  first.set_dtype(v1::DTYPE_FP32);
+  for (const auto& [id, n] : {std::pair<uint32_t, int64_t>{1, m}, {0, n_}}) {
+    v1::PartitionCount* count = first.add_announced();
+    count->set_partition_id(id);
+    count->set_num_elements(n);
+  }
+  AddChunk(first.mutable_chunks(), 1, m / 2, m - m / 2, kGradient);
+  AddChunk(first.mutable_chunks(), 0, n_ / 2, n_ - n_ / 2, kGradient);
+  v1::PushRequest second;
+  AddChunk(second.mutable_chunks(), 0, 0, n_ / 2, kGradient);
+  AddChunk(second.mutable_chunks(), 1, 0, m / 2, kGradient);
+  ASSERT_TRUE(SendPush({first, second}).ok());
+  const Observed o = Observe();
+  EXPECT_EQ(o.stats.pushes_applied(), 1u);
+  EXPECT_EQ(o.stats.partitions(0).version(), 1u);
+  EXPECT_EQ(o.stats.partitions(1).version(), 1u);
+  const float updated = static_cast<float>(kInitial - kLr * kGradient);
+  ASSERT_EQ(static_cast<int64_t>(o.weights.size()), layout_.total_elements());
+  for (int64_t i = 0; i < n_ + m; ++i) ASSERT_EQ(o.weights[i], updated) << "element " << i;
+}
+
+TEST_F(HostilePushTest, ChunksBeyondAPartitionsAnnouncementAreRefused) {
+  // Within the stream's byte bound (partition 1's 10 announced elements are
+  // missing), but partition 0 gets 10 elements more than announced.
+  v1::PushRequest first = FirstHalf("overflow");
+  v1::PartitionCount* count = first.add_announced();
+  count->set_partition_id(1);
+  count->set_num_elements(10);
+  v1::PushRequest second = SecondHalf();
+  AddChunk(second.mutable_chunks(), 0, 0, 10, kGradient);
+  ExpectStatus(SendPush({first, second}), grpc::StatusCode::INVALID_ARGUMENT,
+               "overlapping chunks for partition 0 at offset 0");
+  ExpectUntouched("overflow");
+}
+
 TEST_F(HostilePushTest, HalfPushPastItsDeadlineChangesNothing) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(800));
@@ -361,6 +420,13 @@ TEST_F(HostilePushTest, FloodsOfEmptyChunksAndMessagesAreCutOffQuickly) {
   ExpectStatus(flood(FirstHalf("empty-messages"), v1::PushRequest(), 200'000),
                grpc::StatusCode::RESOURCE_EXHAUSTED,
                absl::StrCat("push stream sent more than ", MaxMessages(), " messages"));
+
+  // A first message that is itself a flood: cut off before its
+  // announcement is even read.
+  v1::PushRequest flooded_first = FirstHalf("flooded-first");
+  for (int i = 0; i < 100'000; ++i) flooded_first.add_chunks();
+  ExpectStatus(SendPush({flooded_first}), grpc::StatusCode::RESOURCE_EXHAUSTED,
+               "push stream's first message carries more than");
 
   const int64_t peak_after = PeakRssKib(shards_->shard(0).pid());
   EXPECT_LT(peak_after - peak_before, 100 << 10)
