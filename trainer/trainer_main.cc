@@ -56,6 +56,10 @@ ABSL_FLAG(int64_t, first_step_batch, 1,
           "Join ramp: train the first unit in two steps, its first N sequences and then the "
           "rest, so that a newly started worker pushes its first gradient after a short step "
           "(README \"Join ramp\"); 0 or >= --batch: off. Not in sync mode.");
+ABSL_FLAG(int, transfer_nice, 10,
+          "Nice value (0-19) for this trainer's threads other than compute (pulls, pushes, "
+          "BF16 conversion, gRPC), so that on a shared host they run in compute's gaps "
+          "instead of stalling an OpenMP team; 0: off.");
 ABSL_FLAG(double, ps_timeout_s, 120, "Keep retrying an unreachable cluster this long.");
 ABSL_FLAG(double, rpc_deadline_s, 60,
           "Deadline of each attempt of an RPC to a shard or the coordinator (a stalled shard "
@@ -125,6 +129,7 @@ absl::StatusOr<spotps::TrainingOptions> OptionsFromFlags(const spotps::TokenData
   o.eval_batches = absl::GetFlag(FLAGS_eval_batches);
   o.overlap = absl::GetFlag(FLAGS_overlap);
   o.first_step_batch = absl::GetFlag(FLAGS_first_step_batch);
+  o.transfer_nice = absl::GetFlag(FLAGS_transfer_nice);
   o.unavailable_timeout = absl::Seconds(absl::GetFlag(FLAGS_ps_timeout_s));
   o.name = absl::StrFormat("trainer-%d", index);
   return o;
@@ -156,6 +161,8 @@ int main(int argc, char** argv) {
 
   if (absl::GetFlag(FLAGS_data).empty())
     return UsageError(absl::InvalidArgumentError("--data is required"));
+  if (const int nice = absl::GetFlag(FLAGS_transfer_nice); nice < 0 || nice > 19)
+    return UsageError(absl::InvalidArgumentError("--transfer_nice must be in [0, 19]"));
   if (absl::GetFlag(FLAGS_first_step_batch) < 0)
     return UsageError(absl::InvalidArgumentError("--first_step_batch must be >= 0"));
   absl::StatusOr<std::unique_ptr<spotps::CoordinatorClient>> coordinator = CoordinatorFromFlags();

@@ -47,6 +47,8 @@ ABSL_FLAG(int, threads, 0, "Intra-op threads; 0: one per physical core.");
 ABSL_FLAG(int, rounds, 2,
           "The spotps trainer and PyTorch runs alternate this many times; each keeps its best, "
           "so a burst of load from other processes hits both sides alike.");
+ABSL_FLAG(int, shard_nice, 10, "spotps-ps --nice for the co-located shard of the PS run.");
+ABSL_FLAG(int, transfer_nice, 10, "TrainingOptions::transfer_nice of the PS run's trainer.");
 ABSL_FLAG(int, join_runs, 3, "spotps-trainer processes timed from start to first push.");
 ABSL_FLAG(std::string, join_flags, "",
           "Extra flags for those trainers, comma-separated (e.g. --first_step_batch=0).");
@@ -109,11 +111,15 @@ absl::StatusOr<double> PlainTokensPerSecond(const GptConfig& config, const Token
   return steps * batch * seq / Seconds(start);
 }
 
-// The real trainer loop against one spotps-ps process.
+// The real trainer loop against one spotps-ps process on the same host,
+// niced as README advises for a shard that shares a host with trainers.
 absl::StatusOr<double> PsTokensPerSecond(const GptConfig& config, const TokenDataset& data,
                                          const std::string& dir) {
   auto shards =
-      testing::LocalShardCluster::Start(1, {"--optimizer=adamw", absl::StrCat("--lr=", kLr)}, dir);
+      testing::LocalShardCluster::Start(1,
+                                        {"--optimizer=adamw", absl::StrCat("--lr=", kLr),
+                                         absl::StrCat("--nice=", absl::GetFlag(FLAGS_shard_nice))},
+                                        dir);
   if (!shards.ok()) return shards.status();
   auto cluster = Cluster::Connect((*shards)->addresses());
   if (!cluster.ok()) return cluster.status();
@@ -124,6 +130,7 @@ absl::StatusOr<double> PsTokensPerSecond(const GptConfig& config, const TokenDat
   options.seq_len = absl::GetFlag(FLAGS_seq_len);
   options.log_every = 0;
   options.eval_batches = 0;
+  options.transfer_nice = absl::GetFlag(FLAGS_transfer_nice);
   std::atomic<bool> stop{false};
   // A short warm-up run, then the timed one.
   options.max_steps = 2;

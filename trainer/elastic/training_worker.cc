@@ -239,6 +239,12 @@ absl::StatusOr<TrainingSummary> TrainingWorker::Run(
   }
   model_->train();
   const bool overlap = options_.overlap && !sync_;
+  ComputeFirstPriority priority(options_.transfer_nice);
+  bool priority_warned = false;
+  auto lower = [&priority_warned](const absl::Status& s) {
+    if (!s.ok() && !priority_warned) LogWarning(absl::StrCat("thread priority: ", s.message()));
+    priority_warned = priority_warned || !s.ok();
+  };
   TrainingSummary summary;
   bool gradient_pending = false;  // gradient_ holds an unpushed gradient.
   const int64_t ramp_rows =
@@ -275,9 +281,12 @@ absl::StatusOr<TrainingSummary> TrainingWorker::Run(
     binding_.LoadWeights(weights_.values);
     const std::vector<uint64_t> versions = weights_.versions;
     std::future<absl::Status> comm;
+    lower(priority.LowerOtherThreads());
     if (overlap) {
-      comm = std::async(std::launch::async,
-                        [this, gradient_pending] { return Communicate(gradient_pending); });
+      comm = std::async(std::launch::async, [this, &priority, gradient_pending] {
+        priority.LowerThisThread().IgnoreError();  // LowerOtherThreads reports errors.
+        return Communicate(gradient_pending);
+      });
     }
     const absl::Time compute_start = absl::Now();
     absl::StatusOr<double> loss = ComputeGradient((*unit)->data_unit, row_begin, row_end);

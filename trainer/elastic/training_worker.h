@@ -29,6 +29,7 @@
 #include "trainer/model/gpt_model.h"
 #include "trainer/model/parameter_binding.h"
 #include "trainer/runtime/compute_precision.h"
+#include "trainer/runtime/thread_priority.h"
 
 namespace spotps {
 
@@ -62,6 +63,11 @@ struct TrainingOptions {
   // unbiased estimate of the unit's at the usual scale; the unit is settled
   // with the second push. 0 or >= batch_size: off. Never in sync mode.
   int64_t first_step_batch = 0;
+  // Nice value for every thread of this process but the compute threads
+  // (the one calling Run and LibTorch's OpenMP team): the transfer task,
+  // the cluster's pool and gRPC's threads yield to compute on a shared
+  // host (ComputeFirstPriority). 0: leave them alone.
+  int transfer_nice = 10;
   // How long the worker keeps retrying when the cluster is unreachable
   // (a shard restarting) before giving up.
   absl::Duration unavailable_timeout = absl::Seconds(120);
