@@ -297,6 +297,13 @@ absl::StatusOr<TrainingSummary> TrainingWorker::Run(
     if (!loss.ok()) return loss.status();
     if (!comm_status.ok()) return comm_status;
     binding_.GatherGradients(absl::MakeSpan(gradient_));
+    // The two halves of a ramp are weighted by their share of the unit, so
+    // that together they move the weights as the unit's one gradient would
+    // (exactly so under SGD); a half alone is a smaller, not a noisier, step.
+    if (const int64_t rows = row_end - row_begin; rows < options_.batch_size) {
+      const float share = static_cast<float>(rows) / static_cast<float>(options_.batch_size);
+      for (float& g : gradient_) g *= share;
+    }
     base_versions_ = versions;
     pending_unit_ = **unit;
     pending_settles_ = !ramp_rest.has_value();

@@ -59,8 +59,8 @@ struct TrainingOptions {
   // Join ramp: the worker's first unit is trained in two steps, its first
   // `first_step_batch` sequences and then the rest, so that a newly started
   // worker's first gradient reaches the shards after a short step. Each
-  // step's loss is the mean over its own tokens, so its gradient is an
-  // unbiased estimate of the unit's at the usual scale; the unit is settled
+  // half's gradient (clipped as usual) is scaled by its share of the unit,
+  // so the two pushes add up to the unit's gradient; the unit is settled
   // with the second push. 0 or >= batch_size: off. Never in sync mode.
   int64_t first_step_batch = 0;
   // Nice value for every thread of this process but the compute threads
