@@ -10,8 +10,10 @@
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <thread>
 
@@ -40,6 +42,10 @@
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:7000", "Address to serve on; port 0 picks a free port.");
 ABSL_FLAG(std::string, port_file, "", "If set, the bound port is written here (atomically).");
+ABSL_FLAG(int, nice, 0,
+          "Added to the whole shard's nice value (0-19) before its first thread starts: on a "
+          "host shared with trainers, 10 lets their compute run ahead of the shard's AdamW "
+          "applies and BF16 encoding. 0: unchanged.");
 ABSL_FLAG(uint32_t, shard_index, 0, "This shard's index in [0, num_shards).");
 ABSL_FLAG(uint32_t, num_shards, 1, "Number of shards in the cluster.");
 ABSL_FLAG(std::string, optimizer, "adamw", "sgd or adamw.");
@@ -238,6 +244,16 @@ int main(int argc, char** argv) {
   spotps::SetLogProgramName("spotps-ps");
   absl::SetProgramUsageMessage("spotps parameter-server shard");
   spotps::ParseFlagsOrExit(argc, argv);
+  const int nice = absl::GetFlag(FLAGS_nice);
+  if (nice < 0 || nice > 19) {
+    return UsageError(absl::InvalidArgumentError("--nice must be in [0, 19]"));
+  }
+  // Threads inherit their creator's nice value: add to it while this is the
+  // only thread, and every gRPC and apply thread runs at it.
+  errno = 0;
+  if (nice > 0 && !spotps::CheckFlagsOnly() && ::nice(nice) == -1 && errno != 0) {
+    spotps::LogWarningF("--nice=%d: %s", nice, std::strerror(errno));
+  }
   spotps::TuneAllocatorForBulkTransfers();
   absl::StatusOr<spotps::ShardOptions> options = OptionsFromFlags();
   if (!options.ok()) return UsageError(options.status());

@@ -26,6 +26,7 @@
 #include "common/security_flags.h"
 #include "common/transport_args.h"
 #include "trainer/elastic/graceful_drain.h"
+#include "trainer/elastic/join_timeline.h"
 #include "trainer/elastic/spot_notice_watcher.h"
 #include "trainer/elastic/training_telemetry.h"
 #include "trainer/elastic/training_worker.h"
@@ -51,6 +52,14 @@ ABSL_FLAG(int64_t, log_every, 10, "Progress line every N steps.");
 ABSL_FLAG(int64_t, eval_every, 0, "Validation loss every N steps; 0: only at the end.");
 ABSL_FLAG(int64_t, eval_batches, 8, "Validation batches per evaluation; 0: none.");
 ABSL_FLAG(bool, overlap, true, "Overlap pull/push with compute.");
+ABSL_FLAG(int64_t, first_step_batch, 1,
+          "Join ramp: train the first unit in two steps, its first N sequences and then the "
+          "rest, so that a newly started worker pushes its first gradient after a short step "
+          "(README \"Join ramp\"); 0 or >= --batch: off. Not in sync mode.");
+ABSL_FLAG(int, transfer_nice, 10,
+          "Nice value (0-19) for this trainer's threads other than compute (pulls, pushes, "
+          "BF16 conversion, gRPC), so that on a shared host they run in compute's gaps "
+          "instead of stalling an OpenMP team; 0: off.");
 ABSL_FLAG(double, ps_timeout_s, 120, "Keep retrying an unreachable cluster this long.");
 ABSL_FLAG(double, rpc_deadline_s, 60,
           "Deadline of each attempt of an RPC to a shard or the coordinator (a stalled shard "
@@ -119,6 +128,8 @@ absl::StatusOr<spotps::TrainingOptions> OptionsFromFlags(const spotps::TokenData
   o.eval_every = absl::GetFlag(FLAGS_eval_every);
   o.eval_batches = absl::GetFlag(FLAGS_eval_batches);
   o.overlap = absl::GetFlag(FLAGS_overlap);
+  o.first_step_batch = absl::GetFlag(FLAGS_first_step_batch);
+  o.transfer_nice = absl::GetFlag(FLAGS_transfer_nice);
   o.unavailable_timeout = absl::Seconds(absl::GetFlag(FLAGS_ps_timeout_s));
   o.name = absl::StrFormat("trainer-%d", index);
   return o;
@@ -127,7 +138,9 @@ absl::StatusOr<spotps::TrainingOptions> OptionsFromFlags(const spotps::TokenData
 }  // namespace
 
 int main(int argc, char** argv) {
-  const absl::Time process_start = absl::Now();
+  // From the kernel's process start: the loader and LibTorch's static
+  // initialisers are part of a worker's time to join.
+  spotps::JoinTimeline join;
   absl::SetProgramUsageMessage("spotps training worker");
   spotps::SetLogProgramName("spotps-trainer");
   spotps::ParseFlagsOrExit(argc, argv);
@@ -144,9 +157,14 @@ int main(int argc, char** argv) {
   if (!runtime.ok()) return RuntimeError(runtime.status());
   std::printf("%s\n", spotps::RuntimeLine(*runtime).c_str());
   std::fflush(stdout);
+  join.Mark("runtime");
 
   if (absl::GetFlag(FLAGS_data).empty())
     return UsageError(absl::InvalidArgumentError("--data is required"));
+  if (const int nice = absl::GetFlag(FLAGS_transfer_nice); nice < 0 || nice > 19)
+    return UsageError(absl::InvalidArgumentError("--transfer_nice must be in [0, 19]"));
+  if (absl::GetFlag(FLAGS_first_step_batch) < 0)
+    return UsageError(absl::InvalidArgumentError("--first_step_batch must be >= 0"));
   absl::StatusOr<std::unique_ptr<spotps::CoordinatorClient>> coordinator = CoordinatorFromFlags();
   if (!coordinator.ok()) return UsageError(coordinator.status());
   absl::StatusOr<spotps::GptConfig> config = spotps::GptConfigFromFlags();
@@ -161,21 +179,13 @@ int main(int argc, char** argv) {
     }
   }
   if (spotps::CheckFlagsOnly()) return spotps::kExitSuccess;
+  join.Mark("coordinator");
   absl::StatusOr<spotps::TokenDataset> data = spotps::TokenDataset::Open(absl::GetFlag(FLAGS_data));
   if (!data.ok()) return RuntimeError(data.status());
   absl::StatusOr<spotps::TrainingOptions> options =
       OptionsFromFlags(*data, compute->dtype, *coordinator != nullptr);
-  if (options.ok()) options->process_start = process_start;
   if (!options.ok()) return UsageError(options.status());
-  absl::StatusOr<spotps::GptModel> model =
-      spotps::CreateGptModel(*config, absl::GetFlag(FLAGS_seed));
-  if (!model.ok()) return RuntimeError(model.status());
-  if (const std::string path = absl::GetFlag(FLAGS_init_from); !path.empty()) {
-    if (absl::Status s = spotps::LoadPretrainedWeights(*model, path); !s.ok()) {
-      return RuntimeError(s);
-    }
-    spotps::LogInfoF("initial weights from %s", path);
-  }
+  options->process_start = join.process_start();
 
   spotps::ClusterOptions cluster_options;
   cluster_options.retry.deadline = absl::Seconds(absl::GetFlag(FLAGS_rpc_deadline_s));
@@ -185,11 +195,28 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<spotps::Cluster>> cluster =
       spotps::Cluster::Connect(absl::GetFlag(FLAGS_ps), cluster_options);
   if (!cluster.ok()) return RuntimeError(cluster.status());
+  join.Mark("connect");
+  // Joining a running job (the shards hold the model): the weights come
+  // from the first pull, so none are drawn here.
+  const std::string init_from = absl::GetFlag(FLAGS_init_from);
+  const bool joining = init_from.empty() && (*cluster)->FetchLayout().ok();
+  absl::StatusOr<spotps::GptModel> model =
+      joining ? spotps::CreateUninitializedGptModel(*config)
+              : spotps::CreateGptModel(*config, absl::GetFlag(FLAGS_seed));
+  if (!model.ok()) return RuntimeError(model.status());
+  if (!init_from.empty()) {
+    if (absl::Status s = spotps::LoadPretrainedWeights(*model, init_from); !s.ok()) {
+      return RuntimeError(s);
+    }
+    spotps::LogInfoF("initial weights from %s", init_from);
+  }
+  join.Mark("model");
   if (*coordinator != nullptr) {
     auto joined = spotps::WorkerMembership::Join(coordinator->get(), options->name);
     if (!joined.ok()) return RuntimeError(joined.status());
     membership = *std::move(joined);
   }
+  join.Mark("register");
   // Metrics on --metrics_listen and loss reports to the coordinator.
   spotps::MetricsRegistry metrics_registry;
   std::unique_ptr<spotps::HttpEndpoint> metrics_endpoint;
@@ -213,6 +240,7 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<spotps::TrainingWorker>> worker = spotps::TrainingWorker::Create(
       cluster->get(), *model, &*data, *options, {coordinator->get(), membership.get()});
   if (!worker.ok()) return RuntimeError(worker.status());
+  join.Mark("init");
   std::printf("[%s] model %s: %s, %d train tokens\n", options->name.c_str(),
               absl::GetFlag(FLAGS_model).c_str(), (*cluster)->layout().Summary().c_str(),
               static_cast<int>(data->num_train_tokens()));
@@ -240,6 +268,11 @@ int main(int argc, char** argv) {
   if (spot_watcher != nullptr) spot_watcher->Stop();
   if (membership != nullptr) membership->Leave();
   if (!summary.ok()) return RuntimeError(summary.status());
+  // The rest of the way to the first push happened inside Run.
+  join.Add("first_pull", absl::Seconds(summary->first_pull_s));
+  join.Add("first_compute", absl::Seconds(summary->first_compute_s));
+  join.Add("first_push_rpc", absl::Seconds(summary->first_push_rpc_s));
+  std::printf("%s first_push_s=%.3f\n", join.Line().c_str(), summary->first_push_s);
   std::printf(
       "summary: worker=%s steps=%lld tokens=%lld seconds=%.1f tokens_per_s=%.0f train_loss=%.4f "
       "val_loss=%.4f staleness=%.2f pull_ms=%.1f push_ms=%.1f compute_ms=%.1f dropped=%lld "

@@ -8,8 +8,12 @@
 //   (d) 1 trainer against 1 local shard vs PyTorch eager (Debian's
 //       python3-torch running tests/bench/torch_baseline.py: the same GPT
 //       shape, BF16 autocast, AdamW, clipping, batch and threads); the two
-//       alternate --rounds times and each keeps its best.
-// Last line: bf16_speedup=S ps_efficiency=E mfu_ratio=M torch_ratio=T.
+//       alternate --rounds times and each keeps its best;
+//   (e) a spotps-trainer process joining a running job (the shard holds
+//       the model): process start to its first applied push, the median of
+//       --join_runs, with the trainer's default join ramp.
+// Last line: bf16_speedup=S ps_efficiency=E mfu_ratio=M torch_ratio=T
+// first_push_s=F.
 #include <algorithm>
 #include <cstdio>
 
@@ -17,11 +21,13 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "client/cluster.h"
 #include "common/atomic_file.h"
 #include "common/command_line.h"
 #include "common/transport_args.h"
 #include "tests/support/child_process.h"
+#include "tests/support/log_fields.h"
 #include "trainer/data/byte_tokenizer.h"
 #include "trainer/data/token_dataset.h"
 #include "trainer/elastic/training_worker.h"
@@ -41,6 +47,11 @@ ABSL_FLAG(int, threads, 0, "Intra-op threads; 0: one per physical core.");
 ABSL_FLAG(int, rounds, 2,
           "The spotps trainer and PyTorch runs alternate this many times; each keeps its best, "
           "so a burst of load from other processes hits both sides alike.");
+ABSL_FLAG(int, shard_nice, 10, "spotps-ps --nice for the co-located shard of the PS run.");
+ABSL_FLAG(int, transfer_nice, 10, "TrainingOptions::transfer_nice of the PS run's trainer.");
+ABSL_FLAG(int, join_runs, 3, "spotps-trainer processes timed from start to first push.");
+ABSL_FLAG(std::string, join_flags, "",
+          "Extra flags for those trainers, comma-separated (e.g. --first_step_batch=0).");
 ABSL_FLAG(std::string, python, "/usr/bin/python3", "Python with torch, for the PyTorch baseline.");
 ABSL_FLAG(std::string, torch_baseline, SPOTPS_TORCH_BASELINE_SCRIPT,
           "The PyTorch eager baseline script (tests/bench/torch_baseline.py).");
@@ -100,11 +111,15 @@ absl::StatusOr<double> PlainTokensPerSecond(const GptConfig& config, const Token
   return steps * batch * seq / Seconds(start);
 }
 
-// The real trainer loop against one spotps-ps process.
+// The real trainer loop against one spotps-ps process on the same host,
+// niced as README advises for a shard that shares a host with trainers.
 absl::StatusOr<double> PsTokensPerSecond(const GptConfig& config, const TokenDataset& data,
                                          const std::string& dir) {
   auto shards =
-      testing::LocalShardCluster::Start(1, {"--optimizer=adamw", absl::StrCat("--lr=", kLr)}, dir);
+      testing::LocalShardCluster::Start(1,
+                                        {"--optimizer=adamw", absl::StrCat("--lr=", kLr),
+                                         absl::StrCat("--nice=", absl::GetFlag(FLAGS_shard_nice))},
+                                        dir);
   if (!shards.ok()) return shards.status();
   auto cluster = Cluster::Connect((*shards)->addresses());
   if (!cluster.ok()) return cluster.status();
@@ -115,6 +130,7 @@ absl::StatusOr<double> PsTokensPerSecond(const GptConfig& config, const TokenDat
   options.seq_len = absl::GetFlag(FLAGS_seq_len);
   options.log_every = 0;
   options.eval_batches = 0;
+  options.transfer_nice = absl::GetFlag(FLAGS_transfer_nice);
   std::atomic<bool> stop{false};
   // A short warm-up run, then the timed one.
   options.max_steps = 2;
@@ -163,6 +179,51 @@ absl::StatusOr<double> TorchTokensPerSecond(int threads, const std::string& dir)
   }
   std::printf("  %s", out.c_str());
   return tokens_per_s;
+}
+
+// Starts spotps-trainer --join_runs + 1 times against one shard, each for
+// one step; the first run initialises the model, the others join a shard
+// that holds it, as a spot worker joins a running job. Returns the median
+// of their first_push_s (process start to first applied push).
+absl::StatusOr<double> JoinSeconds(int threads, const std::string& tokens, const std::string& dir) {
+  auto shards =
+      testing::LocalShardCluster::Start(1, {"--optimizer=adamw", absl::StrCat("--lr=", kLr)}, dir);
+  if (!shards.ok()) return shards.status();
+  std::vector<double> joins;
+  for (int run = 0; run <= std::max(1, absl::GetFlag(FLAGS_join_runs)); ++run) {
+    std::vector<std::string> argv = {testing::BinaryPath("spotps-trainer"),
+                                     "--ps=" + (*shards)->addresses(),
+                                     "--model=" + absl::GetFlag(FLAGS_model),
+                                     "--data=" + tokens,
+                                     absl::StrCat("--batch=", absl::GetFlag(FLAGS_batch)),
+                                     absl::StrCat("--seq_len=", absl::GetFlag(FLAGS_seq_len)),
+                                     "--steps=1",
+                                     "--coordinator=none",
+                                     "--eval_batches=0",
+                                     "--log_every=0",
+                                     absl::StrCat("--threads=", threads),
+                                     absl::StrCat("--worker_index=", run)};
+    for (absl::string_view f :
+         absl::StrSplit(absl::GetFlag(FLAGS_join_flags), ',', absl::SkipEmpty())) {
+      argv.emplace_back(f);
+    }
+    const std::string log = absl::StrCat(dir, "/join_", run, ".log");
+    auto child = testing::ChildProcess::Start(argv, log);
+    if (!child.ok()) return child.status();
+    auto code = (*child)->Wait(absl::Minutes(10));
+    absl::StatusOr<std::string> out = ReadFile(log);
+    if (!out.ok()) return out.status();
+    const double seconds = testing::LogField(*out, "first_push_s");
+    if (!code.ok() || *code != 0 || seconds <= 0) {
+      return absl::InternalError(absl::StrCat("spotps-trainer failed:\n", *out));
+    }
+    const size_t at = out->find("join:");
+    std::printf("  %s %s", run == 0 ? "(init)" : "join",
+                out->substr(at, out->find('\n', at) - at + 1).c_str());
+    if (run > 0) joins.push_back(seconds);
+  }
+  std::sort(joins.begin(), joins.end());
+  return joins[joins.size() / 2];
 }
 
 double Bf16MatmulGflops() {
@@ -214,7 +275,8 @@ int Run() {
     ps = std::max(*ps, *ps_round);
     torch_eager = std::max(*torch_eager, *torch_round);
   }
-  for (const auto* r : {&fp32, &bf16, &ps, &torch_eager}) {
+  auto join = JoinSeconds(runtime->threads, *tokens, dir.path());
+  for (const auto* r : {&fp32, &bf16, &ps, &torch_eager, &join}) {
     if (!r->ok()) return std::fprintf(stderr, "%s\n", r->status().ToString().c_str()), 1;
   }
   // Forward+backward only: the plain BF16 loop's step also runs AdamW and
@@ -227,8 +289,9 @@ int Run() {
   std::printf("| PyTorch eager, BF16 autocast | %.0f |\n", *torch_eager);
   std::printf("| BF16 matmul 2048^3 | %.1f GFLOP/s |\n", matmul);
   std::printf("| achieved (plain BF16 training) | %.1f GFLOP/s |\n\n", achieved);
-  std::printf("bf16_speedup=%.3f ps_efficiency=%.3f mfu_ratio=%.3f torch_ratio=%.3f\n",
-              *bf16 / *fp32, *ps / *bf16, achieved / matmul, *ps / *torch_eager);
+  std::printf(
+      "bf16_speedup=%.3f ps_efficiency=%.3f mfu_ratio=%.3f torch_ratio=%.3f first_push_s=%.3f\n",
+      *bf16 / *fp32, *ps / *bf16, achieved / matmul, *ps / *torch_eager, *join);
   return 0;
 }
 

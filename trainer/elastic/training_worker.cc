@@ -39,6 +39,21 @@ absl::StatusOr<std::unique_ptr<TrainingWorker>> TrainingWorker::Create(
   }
   absl::StatusOr<ParameterBinding> binding = ParameterBinding::Create(*model);
   if (!binding.ok()) return binding.status();
+  // A worker joining a running job finds the model on the shards: it has
+  // nothing to offer, and skips flattening and sending 4 bytes a parameter.
+  // A model without initial values (CreateUninitializedGptModel) waits for
+  // someone else's: its zeros must never become the job's weights.
+  absl::Status layout = cluster->FetchLayout();
+  if (!layout.ok() && !model->initialized()) {
+    layout = cluster->WaitForLayout(options.unavailable_timeout);
+    if (!layout.ok()) return layout;
+  }
+  if (layout.ok()) {
+    if (absl::Status same = binding->CheckSameModel(cluster->layout()); !same.ok()) return same;
+    LogInfo("the shards already hold the model: training goes on from their weights");
+    return std::unique_ptr<TrainingWorker>(
+        new TrainingWorker(cluster, std::move(model), *std::move(binding), data, options, work));
+  }
   // Every worker offers its initial weights; each shard keeps the first. A
   // shard that is restarting is waited for, as everywhere else.
   const std::vector<float> initial = binding->FlattenWeights();
@@ -87,6 +102,7 @@ absl::Status TrainingWorker::PullWithRecovery() {
     absl::Status s = cluster_->Pull(wire_dtype_, &weights_);
     if (s.ok()) {
       pull_ms_ += MillisSince(start);
+      if (pulls_ == 0) first_pull_s_ = MillisSince(start) / 1000;
       pulls_ += 1;
       return s;
     }
@@ -109,7 +125,10 @@ absl::StatusOr<bool> TrainingWorker::PushWithRecovery(const std::string& push_id
     }
     if (r.ok()) {
       push_ms_ += MillisSince(start);
-      if (pushes_++ == 0) first_push_ = absl::Now();
+      if (pushes_++ == 0) {
+        first_push_ = absl::Now();
+        first_push_rpc_s_ = MillisSince(start) / 1000;
+      }
       staleness_sum_ += static_cast<double>(r->max_staleness);
       return true;
     }
@@ -130,7 +149,8 @@ absl::Status TrainingWorker::PushPending() {
   const std::string push_id = cluster_->NewPushId();  // Kept across retries.
   absl::StatusOr<bool> applied = PushWithRecovery(push_id);
   if (!applied.ok()) return applied.status();
-  if (work_.coordinator == nullptr) return absl::OkStatus();
+  // A ramp step's unit is settled by the push of its second half.
+  if (work_.coordinator == nullptr || !pending_settles_) return absl::OkStatus();
   const Unit& u = pending_unit_;
   const uint64_t me = u.lessee;
   // A coordinator hiccup must not stop training: an uncommitted unit is
@@ -189,10 +209,15 @@ absl::StatusOr<std::optional<TrainingWorker::Unit>> TrainingWorker::NextUnit(
   return std::optional<Unit>();
 }
 
-absl::StatusOr<double> TrainingWorker::ComputeGradient(uint64_t data_unit) {
+absl::StatusOr<double> TrainingWorker::ComputeGradient(uint64_t data_unit, int64_t row_begin,
+                                                       int64_t row_end) {
   absl::StatusOr<TokenBatch> batch =
       data_->TrainBatch(options_.data_seed, data_unit, options_.batch_size, options_.seq_len);
   if (!batch.ok()) return batch.status();
+  if (row_begin > 0 || row_end < options_.batch_size) {
+    batch->inputs = batch->inputs.slice(0, row_begin, row_end);
+    batch->targets = batch->targets.slice(0, row_begin, row_end);
+  }
   model_->zero_grad(/*set_to_none=*/true);
   absl::StatusOr<torch::Tensor> loss =
       ComputeLoss(model_, batch->inputs, batch->targets, options_.dtype);
@@ -214,11 +239,19 @@ absl::StatusOr<TrainingSummary> TrainingWorker::Run(
   }
   model_->train();
   const bool overlap = options_.overlap && !sync_;
+  ComputeFirstPriority priority(options_.transfer_nice);
+  bool priority_warned = false;
+  auto lower = [&priority_warned](const absl::Status& s) {
+    if (!s.ok() && !priority_warned) LogWarning(absl::StrCat("thread priority: ", s.message()));
+    priority_warned = priority_warned || !s.ok();
+  };
   TrainingSummary summary;
-  const int64_t tokens_per_step = options_.batch_size * options_.seq_len;
   bool gradient_pending = false;  // gradient_ holds an unpushed gradient.
+  const int64_t ramp_rows =
+      sync_ || options_.first_step_batch >= options_.batch_size ? 0 : options_.first_step_batch;
+  std::optional<Unit> ramp_rest;  // The first unit, whose rows [ramp_rows, B) are still due.
   double compute_ms = 0, window_loss = 0;
-  int64_t window_steps = 0;
+  int64_t window_steps = 0, window_tokens = 0;
   double reported_pull_ms = 0, reported_push_ms = 0;  // Already in a StepRecord.
   absl::Time window_start = absl::Now();
   auto out_of_budget = [&] {
@@ -226,11 +259,21 @@ absl::StatusOr<TrainingSummary> TrainingWorker::Run(
            (options_.max_time > absl::ZeroDuration() && absl::Now() - start >= options_.max_time);
   };
   while (!out_of_budget()) {
-    absl::StatusOr<std::optional<Unit>> unit = NextUnit(summary.steps, gradient_pending, stop);
-    if (!unit.ok()) return unit.status();
-    if (!unit->has_value()) {
-      summary.job_done = !stop.load();
-      break;
+    absl::StatusOr<std::optional<Unit>> unit = std::optional<Unit>(ramp_rest);
+    int64_t row_begin = ramp_rest ? ramp_rows : 0, row_end = options_.batch_size;
+    if (ramp_rest) {
+      ramp_rest.reset();
+    } else {
+      unit = NextUnit(summary.steps, gradient_pending, stop);
+      if (!unit.ok()) return unit.status();
+      if (!unit->has_value()) {
+        summary.job_done = !stop.load();
+        break;
+      }
+      if (summary.steps == 0 && ramp_rows > 0) {
+        row_end = ramp_rows;
+        ramp_rest = **unit;
+      }
     }
     if (sync_) {  // The weights of the round this unit belongs to.
       if (absl::Status s = PullWithRecovery(); !s.ok()) return s;
@@ -238,27 +281,40 @@ absl::StatusOr<TrainingSummary> TrainingWorker::Run(
     binding_.LoadWeights(weights_.values);
     const std::vector<uint64_t> versions = weights_.versions;
     std::future<absl::Status> comm;
+    lower(priority.LowerOtherThreads());
     if (overlap) {
-      comm = std::async(std::launch::async,
-                        [this, gradient_pending] { return Communicate(gradient_pending); });
+      comm = std::async(std::launch::async, [this, &priority, gradient_pending] {
+        priority.LowerThisThread().IgnoreError();  // LowerOtherThreads reports errors.
+        return Communicate(gradient_pending);
+      });
     }
     const absl::Time compute_start = absl::Now();
-    absl::StatusOr<double> loss = ComputeGradient((*unit)->data_unit);
+    absl::StatusOr<double> loss = ComputeGradient((*unit)->data_unit, row_begin, row_end);
     const double step_compute_ms = MillisSince(compute_start);
+    if (summary.steps == 0) summary.first_compute_s = step_compute_ms / 1000;
     compute_ms += step_compute_ms;
     absl::Status comm_status = overlap ? comm.get() : absl::OkStatus();
     if (!loss.ok()) return loss.status();
     if (!comm_status.ok()) return comm_status;
     binding_.GatherGradients(absl::MakeSpan(gradient_));
+    // The two halves of a ramp are weighted by their share of the unit, so
+    // that together they move the weights as the unit's one gradient would
+    // (exactly so under SGD); a half alone is a smaller, not a noisier, step.
+    if (const int64_t rows = row_end - row_begin; rows < options_.batch_size) {
+      const float share = static_cast<float>(rows) / static_cast<float>(options_.batch_size);
+      for (float& g : gradient_) g *= share;
+    }
     base_versions_ = versions;
     pending_unit_ = **unit;
+    pending_settles_ = !ramp_rest.has_value();
     gradient_pending = true;
     if (!overlap) {
       if (absl::Status s = Communicate(true); !s.ok()) return s;
       gradient_pending = false;
     }
     summary.steps += 1;
-    summary.tokens += tokens_per_step;
+    summary.tokens += (row_end - row_begin) * options_.seq_len;
+    window_tokens += (row_end - row_begin) * options_.seq_len;
     summary.last_train_loss = *loss;
     if (options_.on_step) {
       StepRecord record;
@@ -280,12 +336,12 @@ absl::StatusOr<TrainingSummary> TrainingWorker::Run(
       log(absl::StrFormat(
           "[%s] step %d loss %.4f tokens/s %.0f staleness %.2f pull %.1fms push %.1fms "
           "compute %.1fms",
-          options_.name, summary.steps, window_loss / window_steps,
-          window_steps * tokens_per_step / secs, pushes_ ? staleness_sum_ / pushes_ : 0.0,
-          pulls_ ? pull_ms_ / pulls_ : 0.0, pushes_ ? push_ms_ / pushes_ : 0.0,
-          compute_ms / summary.steps));
+          options_.name, summary.steps, window_loss / window_steps, window_tokens / secs,
+          pushes_ ? staleness_sum_ / pushes_ : 0.0, pulls_ ? pull_ms_ / pulls_ : 0.0,
+          pushes_ ? push_ms_ / pushes_ : 0.0, compute_ms / summary.steps));
       window_loss = 0;
       window_steps = 0;
+      window_tokens = 0;
       window_start = absl::Now();
     }
     if (options_.eval_every > 0 && summary.steps % options_.eval_every == 0) {
@@ -301,6 +357,10 @@ absl::StatusOr<TrainingSummary> TrainingWorker::Run(
   if (gradient_pending) {
     if (absl::Status s = PushPending(); !s.ok()) return s;
   }
+  // Stopped between the two halves of a ramp: the unit goes back whole.
+  if (ramp_rest && work_.coordinator != nullptr) {
+    work_.coordinator->Release(ramp_rest->lessee, ramp_rest->epoch, ramp_rest->index).IgnoreError();
+  }
   summary.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   summary.tokens_per_s = summary.tokens / std::max(summary.seconds, 1e-9);
   summary.mean_staleness = pushes_ ? staleness_sum_ / pushes_ : 0.0;
@@ -311,6 +371,8 @@ absl::StatusOr<TrainingSummary> TrainingWorker::Run(
   summary.units_committed = units_committed_;
   summary.first_push_s =
       pushes_ > 0 ? absl::ToDoubleSeconds(first_push_ - options_.process_start) : -1.0;
+  summary.first_pull_s = first_pull_s_;
+  summary.first_push_rpc_s = first_push_rpc_s_;
   summary.val_loss = std::nan("");
   if (options_.eval_batches > 0) {
     if (absl::Status s = PullWithRecovery(); !s.ok()) return s;

@@ -29,6 +29,7 @@
 #include "trainer/model/gpt_model.h"
 #include "trainer/model/parameter_binding.h"
 #include "trainer/runtime/compute_precision.h"
+#include "trainer/runtime/thread_priority.h"
 
 namespace spotps {
 
@@ -55,6 +56,18 @@ struct TrainingOptions {
   int64_t eval_every = 0;  // 0: only at the end.
   int64_t eval_batches = 8;
   bool overlap = true;  // Hide pull/push behind compute.
+  // Join ramp: the worker's first unit is trained in two steps, its first
+  // `first_step_batch` sequences and then the rest, so that a newly started
+  // worker's first gradient reaches the shards after a short step. Each
+  // half's gradient (clipped as usual) is scaled by its share of the unit,
+  // so the two pushes add up to the unit's gradient; the unit is settled
+  // with the second push. 0 or >= batch_size: off. Never in sync mode.
+  int64_t first_step_batch = 0;
+  // Nice value for every thread of this process but the compute threads
+  // (the one calling Run and LibTorch's OpenMP team): the transfer task,
+  // the cluster's pool and gRPC's threads yield to compute on a shared
+  // host (ComputeFirstPriority). 0: leave them alone.
+  int transfer_nice = 10;
   // How long the worker keeps retrying when the cluster is unreachable
   // (a shard restarting) before giving up.
   absl::Duration unavailable_timeout = absl::Seconds(120);
@@ -80,6 +93,9 @@ struct TrainingSummary {
   int64_t units_committed = 0;
   bool job_done = false;     // The coordinator has no work left.
   double first_push_s = -1;  // From process start to the first applied push.
+  // The first pull, the first step's compute and the first applied push's
+  // RPC, in seconds (-1 when there was none): the join's last phases.
+  double first_pull_s = -1, first_compute_s = -1, first_push_rpc_s = -1;
 };
 
 // Where a worker's batches come from: work units leased from the
@@ -121,8 +137,9 @@ class TrainingWorker {
   TrainingWorker(Cluster* cluster, GptModel model, ParameterBinding binding,
                  const TokenDataset* data, const TrainingOptions& options, WorkSource work);
 
-  // Forward/backward/clip on this unit's batch; returns the loss.
-  absl::StatusOr<double> ComputeGradient(uint64_t data_unit);
+  // Forward/backward/clip on rows [row_begin, row_end) of this unit's
+  // batch; returns the loss.
+  absl::StatusOr<double> ComputeGradient(uint64_t data_unit, int64_t row_begin, int64_t row_end);
   // Pushes gradient_ (computed at base_versions_ for pending_unit_) and
   // settles the unit, then pulls into weights_, riding out a restarting
   // shard up to unavailable_timeout.
@@ -148,8 +165,10 @@ class TrainingWorker {
   std::vector<float> gradient_;
   std::vector<uint64_t> base_versions_;  // Versions gradient_ was computed at.
   Unit pending_unit_;                    // The unit gradient_ trained.
+  bool pending_settles_ = true;          // Its push commits the unit (not a ramp step).
   int64_t units_committed_ = 0;
   absl::Time first_push_;
+  double first_pull_s_ = -1, first_push_rpc_s_ = -1;
   double staleness_sum_ = 0;
   int64_t pushes_ = 0, pushes_dropped_ = 0;
   double pull_ms_ = 0, push_ms_ = 0;

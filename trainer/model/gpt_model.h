@@ -15,11 +15,11 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/dropout.h>
-#include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/normalization.h>
 #include <torch/nn/pimpl.h>
 
 #include <cstdint>
+#include <optional>
 
 #include "absl/status/statusor.h"
 #include "trainer/model/gpt_config.h"
@@ -41,18 +41,23 @@ class GptModelImpl : public torch::nn::Module {
   // residual output projections from N(0, 0.02 / sqrt(2 * n_layer)); biases
   // are zero and LayerNorms start as the identity. Throws c10::Error on an
   // invalid config; prefer CreateGptModel(), which returns a Status.
-  GptModelImpl(const GptConfig& config, uint64_t seed);
+  // Without a seed every parameter is zero (CreateUninitializedGptModel).
+  GptModelImpl(const GptConfig& config, std::optional<uint64_t> seed);
 
   // tokens: int64 [B, T] with T <= context_len and ids < vocab_size.
   // Returns FP32 logits [B, T, vocab_size]; position t sees tokens 0..t only.
   torch::Tensor forward(const torch::Tensor& tokens);
 
   const GptConfig& config() const { return config_; }
+  // False for CreateUninitializedGptModel's zeros: such weights must never
+  // be offered to the shards as a model's initial values.
+  bool initialized() const { return initialized_; }
 
  private:
   GptConfig config_;
-  torch::nn::Embedding wte_{nullptr};
-  torch::nn::Embedding wpe_{nullptr};
+  bool initialized_;
+  torch::Tensor wte_;  // wte.weight [vocab_size, d_model], also the tied head.
+  torch::Tensor wpe_;  // wpe.weight [context_len, d_model].
   torch::nn::Dropout embedding_dropout_{nullptr};
   torch::nn::ModuleList blocks_{nullptr};
   torch::nn::LayerNorm ln_f_{nullptr};
@@ -61,6 +66,10 @@ TORCH_MODULE(GptModel);
 
 // Validates `config` and builds a model initialized from `seed`.
 absl::StatusOr<GptModel> CreateGptModel(const GptConfig& config, uint64_t seed);
+// Validates `config` and builds a model whose parameters are all zero, to
+// be overwritten: a worker that joins a running job pulls its weights
+// from the shards, so drawing random ones (0.2 s for `small`) is waste.
+absl::StatusOr<GptModel> CreateUninitializedGptModel(const GptConfig& config);
 
 // Mean cross-entropy of `logits` [B, T, V] against next-token `targets`
 // [B, T] (int64), computed in FP32 whatever the autocast state.
