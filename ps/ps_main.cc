@@ -68,7 +68,7 @@ ABSL_FLAG(double, dc_lambda, 1.0, "--staleness_method=dc: the compensation's lam
 ABSL_FLAG(int, average_pushes, 0,
           "--staleness_method=...+avg: pushes per averaged update; 0: the live workers (shard "
           "0 knows them from its coordinator; other shards then rely on --average_wait_ms).");
-ABSL_FLAG(double, average_wait_ms, 50,
+ABSL_FLAG(double, average_wait_ms, 1000,
           "--staleness_method=...+avg: apply the held pushes once the oldest waited this long.");
 ABSL_FLAG(int64_t, warmup_steps_per_worker, 10,
           "--staleness_method=...+warmup: warmup updates per live worker.");

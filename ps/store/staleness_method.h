@@ -43,7 +43,7 @@ struct StalenessConfig {
   // acknowledged on arrival; a crash loses the held, unapplied ones.
   bool average = false;
   int average_pushes = 0;
-  double average_wait_ms = 50;
+  double average_wait_ms = 1000;
   // "warmup": the step size ramps up linearly over warmup_steps_per_worker
   // times the live workers' count of updates (on top of the schedule).
   bool worker_warmup = false;

@@ -31,7 +31,7 @@ TEST(StalenessMethodTest, ParsesJoinedSpecsAndRefusesBadOnes) {
   EXPECT_EQ(c.method, StalenessMethod::kNone);
   EXPECT_TRUE(c.average);
   EXPECT_FALSE(c.worker_warmup);
-  EXPECT_EQ(DescribeStaleness(c), "none+avg(k=live,wait=50ms)");
+  EXPECT_EQ(DescribeStaleness(c), "none+avg(k=live,wait=1000ms)");
   ASSERT_TRUE(ParseStalenessSpec("momentum", &c).ok());
   EXPECT_EQ(c.method, StalenessMethod::kMomentum);
   EXPECT_FALSE(c.average);
