@@ -207,7 +207,8 @@ void Optimizer::Apply(float* params, float* const* state, const GradientView& gr
     }
     return;
   }
-  const SgdStep s{lr, c.weight_decay, c.momentum, 1.0f - c.dampening, c.nesterov, step <= 1};
+  const float momentum = beta1 >= 0.0f ? beta1 : c.momentum;
+  const SgdStep s{lr, c.weight_decay, momentum, 1.0f - c.dampening, c.nesterov, step <= 1};
   float* buf = state_slots() > 0 ? state[0] : nullptr;
   if (bf16) {
     SgdBf16(params, buf, static_cast<const char*>(grad.data), n, s);

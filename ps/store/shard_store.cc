@@ -549,6 +549,11 @@ void ShardStore::ObserveStaleness(uint64_t staleness) {
                           std::memory_order_relaxed);
 }
 
+float ShardStore::ConfiguredMomentum() const {
+  const OptimizerConfig& c = optimizer_.config();
+  return c.kind == OptimizerKind::kAdamW ? c.beta1 : c.momentum;
+}
+
 size_t ShardStore::AverageTarget() const {
   if (staleness_.average_pushes > 0) return static_cast<size_t>(staleness_.average_pushes);
   const int live = live_workers_.load(std::memory_order_relaxed);
@@ -621,7 +626,7 @@ void ShardStore::ApplyAverage(PushAverage::Batch batch) {
     absl::MutexLock lock(&p.mu);
     const uint64_t staleness = p.version > base ? p.version - base : 0;
     const StalenessStep how =
-        PlanStalenessStep(staleness_, lr, optimizer_.config().beta1, View(staleness, step));
+        PlanStalenessStep(staleness_, lr, ConfiguredMomentum(), View(staleness, step));
     p.version += 1;
     for (size_t s = 0; s < p.state.size(); ++s) state[s] = p.state[s].data();
     optimizer_.Apply(p.weights.data(), state, GradientView{v1::DTYPE_FP32, mean.data()},
@@ -642,7 +647,7 @@ PushOutcome ShardStore::Apply(v1::DType dtype, const std::vector<PayloadRange>& 
     absl::MutexLock lock(&p.mu);
     const uint64_t staleness = p.version - group.front()->version;
     const StalenessStep how =
-        PlanStalenessStep(staleness_, lr, optimizer_.config().beta1, View(staleness, step));
+        PlanStalenessStep(staleness_, lr, ConfiguredMomentum(), View(staleness, step));
     p.version += 1;
     float* state[2] = {nullptr, nullptr};
     for (const PayloadRange* r : group) {

@@ -213,6 +213,8 @@ class ShardStore {
                              const std::vector<PayloadRange>& ranges)
       ABSL_SHARED_LOCKS_REQUIRED(export_mu_);
   void ApplyAverage(PushAverage::Batch batch) ABSL_SHARED_LOCKS_REQUIRED(export_mu_);
+  // AdamW's beta1 or SGD's momentum, as configured.
+  float ConfiguredMomentum() const;
   // How many held pushes make an averaged update.
   size_t AverageTarget() const;
   // What the staleness method sees for an update of `staleness`.

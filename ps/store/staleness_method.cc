@@ -84,12 +84,10 @@ absl::Status ValidateStalenessConfig(const StalenessConfig& config, bool adamw) 
     return absl::InvalidArgumentError(
         absl::StrCat("dc_lambda must be finite and >= 0, got ", config.dc_lambda));
   }
-  if ((config.method == StalenessMethod::kDelayCompensated ||
-       config.method == StalenessMethod::kMomentum) &&
-      !adamw) {
+  if (config.method == StalenessMethod::kDelayCompensated && !adamw) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--staleness_method=", StalenessMethodName(config.method),
-                     " needs --optimizer=adamw: it works on AdamW's moments"));
+        "--staleness_method=dc needs --optimizer=adamw: it reads the last update back from "
+        "AdamW's moments");
   }
   if (config.average_pushes < 0 || config.average_pushes > 1024) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -30,7 +30,8 @@ enum class StalenessMethod {
   // workers add an implicit momentum of about 1 - 1/K. With the shard's
   // running mean staleness s (K ~ 1 + s for equal workers), AdamW's beta1
   // becomes max(0, beta1 - s / (1 + s)), so explicit plus implicit
-  // momentum stays near beta1.
+  // momentum stays near beta1. Under SGD the same for its momentum (a
+  // no-op without momentum).
   kMomentum,
 };
 
@@ -84,7 +85,8 @@ StalenessStep PlanStalenessStep(const StalenessConfig& config, double lr, float 
 // The live workers as `view` knows them: its count, or 1 + the running mean
 // staleness rounded, at least 1.
 int EstimatedWorkers(const AsyncView& view);
-// kMomentum's beta1: max(0, beta1 - s / (1 + s)) for mean staleness s.
+// kMomentum's beta1 (or SGD momentum): max(0, beta1 - s / (1 + s)) for mean
+// staleness s.
 float AsyncBeta1(float beta1, double mean_staleness);
 
 }  // namespace spotps

@@ -192,6 +192,23 @@ TEST(AsyncMomentumTest, LowersBeta1ByTheImplicitMomentumOfTheRunningStaleness) {
   }
 }
 
+TEST(AsyncMomentumTest, LowersSgdMomentumTheSameWay) {
+  ShardOptions o = Sgd(0.1);
+  o.optimizer.momentum = 0.9f;
+  o.staleness.method = StalenessMethod::kMomentum;
+  auto store = Store(o);
+  ASSERT_TRUE(PushScaled(*store, "a", 1.0f, 0).ok());   // Staleness 0.
+  ASSERT_TRUE(PushScaled(*store, "b", -2.0f, 0).ok());  // 1: mean 1/32 after.
+  ASSERT_TRUE(PushScaled(*store, "c", 0.5f, 0).ok());
+  const double s = 1.0 / 32, mu3 = 0.9 - s / (1 + s);
+  const std::vector<float> w = Weights(*store);
+  for (int64_t i = 0; i < kN; ++i) {
+    const double x = static_cast<double>(i + 1);
+    const double buf1 = 1.0 * x, buf2 = 0.9 * buf1 - 2.0 * x, buf3 = mu3 * buf2 + 0.5 * x;
+    EXPECT_NEAR(w[i], 1.0 - 0.1 * (buf1 + buf2 + buf3), 2e-6) << i;
+  }
+}
+
 TEST(WorkerWarmupTest, RampsOverStepsPerWorkerTimesLiveWorkers) {
   ShardOptions o = Sgd(0.1);
   o.staleness.worker_warmup = true;

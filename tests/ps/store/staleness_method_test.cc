@@ -50,7 +50,7 @@ TEST(StalenessMethodTest, ParsesJoinedSpecsAndRefusesBadOnes) {
   EXPECT_FALSE(ValidateStalenessConfig(c, true).ok());
   c = StalenessConfig();
   c.method = StalenessMethod::kMomentum;
-  EXPECT_FALSE(ValidateStalenessConfig(c, false).ok());  // Needs AdamW.
+  EXPECT_TRUE(ValidateStalenessConfig(c, false).ok());  // SGD: its momentum.
 }
 
 TEST(StalenessMethodTest, ValidatesLambdaAndOptimizer) {
