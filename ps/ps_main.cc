@@ -58,7 +58,7 @@ ABSL_FLAG(double, beta2, 0.999, "AdamW beta2.");
 ABSL_FLAG(double, eps, 1e-8, "AdamW epsilon.");
 ABSL_FLAG(bool, staleness_lr_scaling, false,
           "Scale each push's lr by 1/(1+staleness) (= --staleness_method=lr).");
-ABSL_FLAG(std::string, staleness_method, "momentum",
+ABSL_FLAG(std::string, staleness_method, "none",
           "Async mode's treatment of stale gradients: none, lr (lr/(1+staleness)), dc "
           "(delay-compensated AdamW, --dc_lambda) or momentum (beta1 lowered by the implicit "
           "momentum of asynchrony), optionally joined by '+' with avg (average concurrent "

@@ -4,8 +4,7 @@
 // one epoch), the same seed, lr and data; trainer processes of one thread.
 // Each job reports the validation loss of the final weights, its wall time
 // and the trainers' mean staleness. Modes:
-//   async        the default (--staleness_method=momentum): every gradient
-//                applied on arrival, AdamW's beta1 lowered by asynchrony
+//   async        the default: every gradient applied on arrival
 //   async_lr     async with --staleness_method=lr (lr / (1 + staleness))
 //   async_dc     async with --staleness_method=dc (delay-compensated AdamW)
 //   async:SPEC   async with --staleness_method=SPEC (e.g. none, dc+avg)
