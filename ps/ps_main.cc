@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
 #include "common/atomic_file.h"
 #include "common/command_line.h"
 #include "common/exit_status.h"
@@ -64,9 +65,19 @@ ABSL_FLAG(double, eps, 1e-8, "AdamW epsilon.");
 ABSL_FLAG(bool, staleness_lr_scaling, false,
           "Scale each push's lr by 1/(1+staleness) (= --staleness_method=lr).");
 ABSL_FLAG(std::string, staleness_method, "none",
-          "Async mode's treatment of stale gradients: none, lr (lr/(1+staleness)) or dc "
-          "(delay-compensated AdamW, --dc_lambda); see README, Async training quality.");
+          "Async mode's treatment of stale gradients: none, lr (lr/(1+staleness)), dc "
+          "(delay-compensated AdamW, --dc_lambda) or momentum (beta1 lowered by the implicit "
+          "momentum of asynchrony), optionally joined by '+' with avg (average concurrent "
+          "pushes) and warmup (warmup per live worker), e.g. dc+avg; see README, Async "
+          "training quality.");
 ABSL_FLAG(double, dc_lambda, 1.0, "--staleness_method=dc: the compensation's lambda.");
+ABSL_FLAG(int, average_pushes, 0,
+          "--staleness_method=...+avg: pushes per averaged update; 0: the live workers (shard "
+          "0 knows them from its coordinator; other shards then rely on --average_wait_ms).");
+ABSL_FLAG(double, average_wait_ms, 1000,
+          "--staleness_method=...+avg: apply the held pushes once the oldest waited this long.");
+ABSL_FLAG(int64_t, warmup_steps_per_worker, 10,
+          "--staleness_method=...+warmup: warmup updates per live worker.");
 ABSL_FLAG(int64_t, max_staleness, -1, "Refuse pushes staler than this; -1: no bound.");
 ABSL_FLAG(int64_t, max_message_mb, 64, "Largest gRPC message accepted, MiB.");
 ABSL_FLAG(int, shutdown_grace_s, 5, "Seconds in-flight RPCs get after SIGTERM.");
@@ -124,11 +135,15 @@ absl::StatusOr<spotps::ShardOptions> OptionsFromFlags() {
   o.schedule.total_steps = absl::GetFlag(FLAGS_total_steps);
   o.schedule.min_lr_ratio = absl::GetFlag(FLAGS_min_lr_ratio);
   o.staleness_lr_scaling = absl::GetFlag(FLAGS_staleness_lr_scaling);
-  absl::StatusOr<spotps::StalenessMethod> staleness_method =
-      spotps::ParseStalenessMethod(absl::GetFlag(FLAGS_staleness_method));
-  if (!staleness_method.ok()) return staleness_method.status();
-  o.staleness.method = *staleness_method;
+  if (absl::Status s =
+          spotps::ParseStalenessSpec(absl::GetFlag(FLAGS_staleness_method), &o.staleness);
+      !s.ok()) {
+    return s;
+  }
   o.staleness.dc_lambda = static_cast<float>(absl::GetFlag(FLAGS_dc_lambda));
+  o.staleness.average_pushes = absl::GetFlag(FLAGS_average_pushes);
+  o.staleness.average_wait_ms = absl::GetFlag(FLAGS_average_wait_ms);
+  o.staleness.warmup_steps_per_worker = absl::GetFlag(FLAGS_warmup_steps_per_worker);
   o.max_staleness = absl::GetFlag(FLAGS_max_staleness);
   absl::StatusOr<spotps::Consistency> consistency =
       spotps::ParseConsistency(absl::GetFlag(FLAGS_consistency));
@@ -397,7 +412,26 @@ int main(int argc, char** argv) {
                      std::chrono::seconds(absl::GetFlag(FLAGS_shutdown_grace_s)));
   });
   std::thread signal_thread([&io] { io.run(); });
+  // Async "avg" and "warmup": tell the store the live workers, and apply
+  // held pushes that waited --average_wait_ms.
+  absl::Notification stop_async_ticks;
+  std::thread async_ticks([&] {
+    const spotps::StalenessConfig& how = (*store)->staleness();
+    if (!how.average && !how.worker_warmup) return;
+    const absl::Duration wait = absl::Milliseconds(how.average_wait_ms);
+    const absl::Duration tick = std::max(absl::Milliseconds(1), wait / 4);
+    absl::Time next_count = absl::InfinitePast();
+    while (!stop_async_ticks.WaitForNotificationWithTimeout(tick)) {
+      if (*coordinator != nullptr && absl::Now() >= next_count) {
+        (*store)->SetLiveWorkers((*coordinator)->Progress().workers_size());
+        next_count = absl::Now() + absl::Milliseconds(100);
+      }
+      (*store)->ApplyHeldOlderThan(wait);
+    }
+  });
   server->Wait();
+  stop_async_ticks.Notify();
+  async_ticks.join();
   metrics_endpoint.reset();
   sync_rounds.reset();
   rounds.reset();

@@ -84,6 +84,14 @@ namespace {
 using spotps::RuntimeError;
 using spotps::UsageError;
 
+// The staleness method shard 0 names in its Stats ("unknown" if it does not
+// answer or predates the field), for the start line.
+std::string ShardStalenessMethod(spotps::Cluster& cluster) {
+  absl::StatusOr<std::vector<spotps::v1::StatsResponse>> stats = cluster.Stats();
+  if (!stats.ok() || stats->empty() || (*stats)[0].staleness_method().empty()) return "unknown";
+  return (*stats)[0].staleness_method();
+}
+
 // The coordinator to take work units from, or null to free-run.
 absl::StatusOr<std::unique_ptr<spotps::CoordinatorClient>> CoordinatorFromFlags() {
   std::string address = absl::GetFlag(FLAGS_coordinator);
@@ -241,9 +249,9 @@ int main(int argc, char** argv) {
       cluster->get(), *model, &*data, *options, {coordinator->get(), membership.get()});
   if (!worker.ok()) return RuntimeError(worker.status());
   join.Mark("init");
-  std::printf("[%s] model %s: %s, %d train tokens\n", options->name.c_str(),
+  std::printf("[%s] model %s: %s, %d train tokens, staleness_method=%s\n", options->name.c_str(),
               absl::GetFlag(FLAGS_model).c_str(), (*cluster)->layout().Summary().c_str(),
-              static_cast<int>(data->num_train_tokens()));
+              static_cast<int>(data->num_train_tokens()), ShardStalenessMethod(**cluster).c_str());
   std::fflush(stdout);
 
   std::unique_ptr<spotps::SpotNoticeWatcher> spot_watcher;

@@ -170,16 +170,17 @@ int Optimizer::state_slots() const {
 }
 
 void Optimizer::Apply(float* params, float* const* state, const GradientView& grad, int64_t n,
-                      float lr, uint64_t step, float compensation) const {
+                      float lr, uint64_t step, float compensation, float beta1) const {
   const bool bf16 = grad.dtype == v1::DTYPE_BF16;
   const OptimizerConfig& c = config_;
   if (c.kind == OptimizerKind::kAdamW) {
+    const float b1 = beta1 >= 0.0f ? beta1 : c.beta1;
     // Scalars in double, as LibTorch computes them, then rounded once.
-    const double bias1 = 1.0 - std::pow(static_cast<double>(c.beta1), static_cast<double>(step));
+    const double bias1 = 1.0 - std::pow(static_cast<double>(b1), static_cast<double>(step));
     const double bias2 = 1.0 - std::pow(static_cast<double>(c.beta2), static_cast<double>(step));
     const AdamWStep s{static_cast<float>(1.0 - static_cast<double>(lr) * c.weight_decay),
-                      c.beta1,
-                      static_cast<float>(1.0 - c.beta1),
+                      b1,
+                      static_cast<float>(1.0 - b1),
                       c.beta2,
                       static_cast<float>(1.0 - c.beta2),
                       static_cast<float>(std::sqrt(bias2)),
@@ -187,7 +188,7 @@ void Optimizer::Apply(float* params, float* const* state, const GradientView& gr
                       static_cast<float>(lr / bias1)};
     // The first update has no earlier one to compensate for.
     if (compensation > 0.0f && step > 1) {
-      const double last1 = 1.0 - std::pow(static_cast<double>(c.beta1), step - 1.0);
+      const double last1 = 1.0 - std::pow(static_cast<double>(b1), step - 1.0);
       const double last2 = 1.0 - std::pow(static_cast<double>(c.beta2), step - 1.0);
       const DelayCompensation dc{compensation, static_cast<float>(1.0 / last1),
                                  static_cast<float>(std::sqrt(last2))};
@@ -206,7 +207,8 @@ void Optimizer::Apply(float* params, float* const* state, const GradientView& gr
     }
     return;
   }
-  const SgdStep s{lr, c.weight_decay, c.momentum, 1.0f - c.dampening, c.nesterov, step <= 1};
+  const float momentum = beta1 >= 0.0f ? beta1 : c.momentum;
+  const SgdStep s{lr, c.weight_decay, momentum, 1.0f - c.dampening, c.nesterov, step <= 1};
   float* buf = state_slots() > 0 ? state[0] : nullptr;
   if (bf16) {
     SgdBf16(params, buf, static_cast<const char*>(grad.data), n, s);

@@ -59,8 +59,11 @@ class Optimizer {
   // correction uses it, and SGD's momentum buffer starts at step 1.
   // `compensation` > 0 (AdamW only): delay-compensate the gradient by this
   // factor (lambda * staleness; see staleness_method.h) before the update.
+  // `beta1` >= 0: this update's momentum instead of the configured one
+  // (AdamW's beta1, bias correction included, or SGD's momentum once its
+  // buffer exists; staleness_method.h's kMomentum).
   void Apply(float* params, float* const* state, const GradientView& grad, int64_t n, float lr,
-             uint64_t step, float compensation = 0.0f) const;
+             uint64_t step, float compensation = 0.0f, float beta1 = -1.0f) const;
 
   const OptimizerConfig& config() const { return config_; }
 

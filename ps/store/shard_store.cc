@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -168,6 +169,10 @@ absl::StatusOr<std::unique_ptr<ShardStore>> ShardStore::Create(const ShardOption
   if (!schedule.ok()) return schedule.status();
   if (options.remembered_push_ids == 0) {
     return absl::InvalidArgumentError("remembered_push_ids must be > 0");
+  }
+  if (options.sync_rounds && options.staleness.average) {
+    return absl::InvalidArgumentError(
+        "--staleness_method=...+avg is for async mode: sync mode averages whole rounds already");
   }
   if (options.sync_rounds && options.max_round_contributions == 0) {
     return absl::InvalidArgumentError("max_round_contributions must be > 0 in sync mode");
@@ -395,6 +400,16 @@ absl::StatusOr<ShardState> ShardStore::ExportState() const {
   }
   state.global_step = global_step_.load();
   state.recent_push_ids = recent_push_ids_.Snapshot();
+  // Held "avg" pushes are not in the weights: leave their ids out, so the
+  // state's ids are exactly those of pushes it holds.
+  absl::MutexLock held_lock(&average_mu_);
+  if (average_ != nullptr && average_->pushes() > 0) {
+    std::vector<std::string>& ids = state.recent_push_ids;
+    ids.erase(std::remove_if(ids.begin(), ids.end(),
+                             [this](const std::string& id)
+                                 ABSL_NO_THREAD_SAFETY_ANALYSIS { return average_->Holds(id); }),
+              ids.end());
+  }
   return state;
 }
 
@@ -512,7 +527,114 @@ absl::StatusOr<PushOutcome> ShardStore::Push(absl::string_view push_id, v1::DTyp
   if (recent_push_ids_.Contains(push_id)) return duplicate();
   if (absl::Status s = ValidateVersions(ranges); !s.ok()) return reject(s);
   if (!recent_push_ids_.Insert(push_id)) return duplicate();  // A racing twin.
+  if (staleness_.average) return HoldForAverage(push_id, dtype, ranges);
   return Apply(dtype, ranges);
+}
+
+AsyncView ShardStore::View(uint64_t staleness, uint64_t updates_done) const {
+  AsyncView view;
+  view.staleness = staleness;
+  view.mean_staleness = recent_staleness();
+  view.live_workers = live_workers_.load(std::memory_order_relaxed);
+  view.updates_done = updates_done;
+  return view;
+}
+
+void ShardStore::ObserveStaleness(uint64_t staleness) {
+  staleness_sum_.fetch_add(staleness, std::memory_order_relaxed);
+  staleness_count_.fetch_add(1, std::memory_order_relaxed);
+  AtomicMax(staleness_max_, staleness);
+  // An exponential mean over ~32 observations; a lost race drops one.
+  const double old = recent_staleness_.load(std::memory_order_relaxed);
+  recent_staleness_.store(old + (static_cast<double>(staleness) - old) / 32.0,
+                          std::memory_order_relaxed);
+}
+
+float ShardStore::ConfiguredMomentum() const {
+  const OptimizerConfig& c = optimizer_.config();
+  return c.kind == OptimizerKind::kAdamW ? c.beta1 : c.momentum;
+}
+
+size_t ShardStore::AverageTarget() const {
+  if (staleness_.average_pushes > 0) return static_cast<size_t>(staleness_.average_pushes);
+  const int live = live_workers_.load(std::memory_order_relaxed);
+  // Unknown (a shard without the coordinator): the bounded wait alone
+  // decides, i.e. everything that arrives within average_wait_ms.
+  return live > 0 ? static_cast<size_t>(live) : size_t{1024};
+}
+
+size_t ShardStore::held_pushes() const {
+  absl::MutexLock lock(&average_mu_);
+  return average_ == nullptr ? 0 : average_->pushes();
+}
+
+PushOutcome ShardStore::HoldForAverage(absl::string_view push_id, v1::DType dtype,
+                                       const std::vector<PayloadRange>& ranges) {
+  PushOutcome outcome;
+  outcome.averaged_later = true;
+  for (const auto& [id, group] : GroupByPartition(ranges)) {
+    const uint64_t version = *Version(id);
+    const uint64_t staleness = version - group.front()->version;
+    ObserveStaleness(staleness);
+    outcome.partition_ids.push_back(id);
+    outcome.new_versions.push_back(version);
+    outcome.staleness.push_back(staleness);
+  }
+  std::optional<PushAverage::Batch> batch;
+  {
+    absl::MutexLock lock(&average_mu_);
+    if (average_ == nullptr) {
+      std::vector<int64_t> sizes(map_.partitions().size(), 0);
+      for (uint32_t id : owned_partitions()) sizes[id] = map_.partitions()[id].num_elements;
+      average_ = std::make_unique<PushAverage>(std::move(sizes));
+    }
+    average_->Add(push_id, dtype, ranges, absl::Now());
+    if (average_->pushes() >= AverageTarget()) batch = average_->Take();
+  }
+  if (batch.has_value()) ApplyAverage(*std::move(batch));
+  outcome.global_step = global_step_.load();
+  return outcome;
+}
+
+bool ShardStore::ApplyHeldOlderThan(absl::Duration age) {
+  if (!staleness_.average || !initialized()) return false;
+  absl::ReaderMutexLock whole_push(&export_mu_);
+  PushAverage::Batch batch;
+  {
+    absl::MutexLock lock(&average_mu_);
+    if (average_ == nullptr || average_->pushes() == 0 || absl::Now() - average_->oldest() < age) {
+      return false;
+    }
+    batch = average_->Take();
+  }
+  ApplyAverage(std::move(batch));
+  return true;
+}
+
+void ShardStore::ApplyAverage(PushAverage::Batch batch) {
+  const uint64_t step = global_step_.fetch_add(1);
+  const double lr = schedule_.At(step);
+  float* state[2] = {nullptr, nullptr};
+  for (uint32_t id = 0; id < batch.sums.size(); ++id) {
+    const uint32_t count = batch.counts[id];
+    if (count == 0) continue;
+    std::vector<float>& mean = batch.sums[id];
+    const float inverse = 1.0f / static_cast<float>(count);
+    for (float& x : mean) x *= inverse;
+    // The update's base: the contributions' mean base version.
+    const uint64_t base = (batch.base_sum[id] + count / 2) / count;
+    PartitionState& p = *partitions_[id];
+    absl::MutexLock lock(&p.mu);
+    const uint64_t staleness = p.version > base ? p.version - base : 0;
+    const StalenessStep how =
+        PlanStalenessStep(staleness_, lr, ConfiguredMomentum(), View(staleness, step));
+    p.version += 1;
+    for (size_t s = 0; s < p.state.size(); ++s) state[s] = p.state[s].data();
+    optimizer_.Apply(p.weights.data(), state, GradientView{v1::DTYPE_FP32, mean.data()},
+                     static_cast<int64_t>(mean.size()), static_cast<float>(how.lr), p.version,
+                     how.compensation, how.beta1);
+  }
+  pushes_applied_.fetch_add(batch.push_ids.size(), std::memory_order_relaxed);
 }
 
 PushOutcome ShardStore::Apply(v1::DType dtype, const std::vector<PayloadRange>& ranges) {
@@ -525,21 +647,20 @@ PushOutcome ShardStore::Apply(v1::DType dtype, const std::vector<PayloadRange>& 
     PartitionState& p = *partitions_[id];
     absl::MutexLock lock(&p.mu);
     const uint64_t staleness = p.version - group.front()->version;
-    const StalenessStep how = PlanStalenessStep(staleness_, lr, staleness);
+    const StalenessStep how =
+        PlanStalenessStep(staleness_, lr, ConfiguredMomentum(), View(staleness, step));
     p.version += 1;
     float* state[2] = {nullptr, nullptr};
     for (const PayloadRange* r : group) {
       for (size_t s = 0; s < p.state.size(); ++s) state[s] = p.state[s].data() + r->offset;
       optimizer_.Apply(p.weights.data() + r->offset, state, GradientView{dtype, r->bytes.data()},
                        r->bytes.size() / width, static_cast<float>(how.lr), p.version,
-                       how.compensation);
+                       how.compensation, how.beta1);
     }
     outcome.partition_ids.push_back(id);
     outcome.new_versions.push_back(p.version);
     outcome.staleness.push_back(staleness);
-    staleness_sum_.fetch_add(staleness, std::memory_order_relaxed);
-    staleness_count_.fetch_add(1, std::memory_order_relaxed);
-    AtomicMax(staleness_max_, staleness);
+    ObserveStaleness(staleness);
   }
   pushes_applied_.fetch_add(1, std::memory_order_relaxed);
   return outcome;
@@ -675,6 +796,7 @@ void ShardStore::FillStats(v1::StatsResponse* stats) const {
   stats->set_max_staleness(staleness_max_.load());
   stats->set_learning_rate(LearningRateNow());
   stats->set_sync(options_.sync_rounds);
+  stats->set_staleness_method(options_.sync_rounds ? "sync" : DescribeStaleness(staleness_));
   if (options_.sync_rounds) {
     absl::MutexLock lock(&round_mu_);
     stats->set_round_contributions(round_buffer_.size());

@@ -13,11 +13,13 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/model_layout.h"
 #include "common/partition_map.h"
 #include "ps/store/learning_rate_schedule.h"
 #include "ps/store/optimizer.h"
 #include "ps/store/payload_range.h"
+#include "ps/store/push_average.h"
 #include "ps/store/recent_push_ids.h"
 #include "ps/store/round_buffer.h"
 #include "ps/store/staleness_method.h"
@@ -46,6 +48,9 @@ struct ShardOptions {
 
 struct PushOutcome {
   bool duplicate = false;
+  // Async "avg": held for the next averaged update (acknowledged, not
+  // applied yet; versions and global_step are the current ones).
+  bool averaged_later = false;
   bool deferred = false;  // Sync mode: held for the round, not applied yet.
   uint64_t global_step = 0;
   std::vector<uint32_t> partition_ids;  // Partitions updated, ascending.
@@ -174,6 +179,18 @@ class ShardStore {
   // staleness_lr_scaling).
   const StalenessConfig& staleness() const { return staleness_; }
   double LearningRateNow() const;
+  // Async "avg" (staleness_method.h): applies the held pushes as one
+  // averaged update if the oldest has waited at least `age`. Returns whether
+  // it applied one. The shard calls it periodically, so a held push waits at
+  // most about average_wait_ms even when no other push comes.
+  bool ApplyHeldOlderThan(absl::Duration age);
+  // The live workers the coordinator counts (shard 0 tells its own store);
+  // 0: unknown. Sizes "avg"'s k and "warmup"'s length.
+  void SetLiveWorkers(int n) { live_workers_.store(n, std::memory_order_relaxed); }
+  // Pushes held for the next averaged update.
+  size_t held_pushes() const;
+  // Running mean staleness (exponential, over the last ~32 partition updates).
+  double recent_staleness() const { return recent_staleness_.load(std::memory_order_relaxed); }
   // Updates applied (pushes, or rounds in sync mode). Bumped before the
   // partitions' versions move, so a reader that sees it change may still
   // read some old versions.
@@ -197,6 +214,19 @@ class ShardStore {
                               const AnnouncedElements* announced = nullptr) const;
   absl::Status ValidateVersions(const std::vector<PayloadRange>& ranges) const;
   PushOutcome Apply(v1::DType dtype, const std::vector<PayloadRange>& ranges);
+  // Async "avg": adds a push to the held ones, and applies them all as one
+  // update once there are enough.
+  PushOutcome HoldForAverage(absl::string_view push_id, v1::DType dtype,
+                             const std::vector<PayloadRange>& ranges)
+      ABSL_SHARED_LOCKS_REQUIRED(export_mu_);
+  void ApplyAverage(PushAverage::Batch batch) ABSL_SHARED_LOCKS_REQUIRED(export_mu_);
+  // AdamW's beta1 or SGD's momentum, as configured.
+  float ConfiguredMomentum() const;
+  // How many held pushes make an averaged update.
+  size_t AverageTarget() const;
+  // What the staleness method sees for an update of `staleness`.
+  AsyncView View(uint64_t staleness, uint64_t updates_done) const;
+  void ObserveStaleness(uint64_t staleness);
   absl::StatusOr<PushOutcome> HoldForRound(absl::string_view push_id, v1::DType dtype,
                                            const std::vector<PayloadRange>& ranges);
   // Makes a validated model visible to every other method.
@@ -225,6 +255,11 @@ class ShardStore {
   mutable absl::Mutex round_mu_;
   RoundBuffer round_buffer_ ABSL_GUARDED_BY(round_mu_);
   std::vector<std::string> last_round_ ABSL_GUARDED_BY(round_mu_);  // Sorted push ids.
+  // Async "avg": the pushes held for the next averaged update.
+  mutable absl::Mutex average_mu_;
+  std::unique_ptr<PushAverage> average_ ABSL_GUARDED_BY(average_mu_);
+  std::atomic<int> live_workers_{0};
+  std::atomic<double> recent_staleness_{0.0};
   std::atomic<uint64_t> global_step_{0};
   std::atomic<uint64_t> pushes_applied_{0}, pushes_duplicate_{0}, pushes_rejected_{0},
       pushes_too_stale_{0}, pulls_{0}, bytes_in_{0}, bytes_out_{0}, staleness_sum_{0},

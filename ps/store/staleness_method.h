@@ -12,6 +12,9 @@
 
 namespace spotps {
 
+// The per-push rule. One of these, optionally joined with "avg" (shard-side
+// averaging) and "warmup" (a warmup as long as the live workers ask for):
+// --staleness_method=dc+avg+warmup.
 enum class StalenessMethod {
   kNone,     // Apply every gradient as it is, with the full step size.
   kLrScale,  // Zhang et al. 2016: step size lr / (1 + staleness).
@@ -23,27 +26,68 @@ enum class StalenessMethod {
   // Dividing by lr makes lambda scale-free: at lambda = 1 a gradient
   // aligned with the last update changes by up to staleness times itself.
   kDelayCompensated,
+  // Mitliagkas et al. 2016 ("Asynchrony begets momentum"): K asynchronous
+  // workers add an implicit momentum of about 1 - 1/K. With the shard's
+  // running mean staleness s (K ~ 1 + s for equal workers), AdamW's beta1
+  // becomes max(0, beta1 - s / (1 + s)), so explicit plus implicit
+  // momentum stays near beta1. Under SGD the same for its momentum (a
+  // no-op without momentum).
+  kMomentum,
 };
 
 struct StalenessConfig {
   StalenessMethod method = StalenessMethod::kNone;
   float dc_lambda = 1.0f;  // kDelayCompensated's lambda (finite, >= 0).
+  // "avg": the shard sums concurrent pushes and applies their mean as one
+  // update once it holds `average_pushes` of them (0: as many as there are
+  // live workers) or the oldest has waited `average_wait_ms`. Each push is
+  // acknowledged on arrival; a crash loses the held, unapplied ones.
+  bool average = false;
+  int average_pushes = 0;
+  double average_wait_ms = 1000;
+  // "warmup": the step size ramps up linearly over warmup_steps_per_worker
+  // times the live workers' count of updates (on top of the schedule).
+  bool worker_warmup = false;
+  int64_t warmup_steps_per_worker = 10;
 };
 
-// "none", "lr" or "dc"; INVALID_ARGUMENT otherwise.
+// "none", "lr", "dc" or "momentum"; INVALID_ARGUMENT otherwise.
 absl::StatusOr<StalenessMethod> ParseStalenessMethod(absl::string_view name);
+// A whole --staleness_method value: one rule, "avg", "warmup", joined by
+// '+' ("avg" alone means none+avg). Sets method, average and worker_warmup
+// of *config; INVALID_ARGUMENT (and no change) for anything else.
+absl::Status ParseStalenessSpec(absl::string_view spec, StalenessConfig* config);
 std::string StalenessMethodName(StalenessMethod method);
-// A one-word description for logs and start lines, e.g. "dc(lambda=1)".
+// A one-word description for logs and start lines, e.g. "dc(lambda=1)+avg(k=live,wait=50ms)".
 std::string DescribeStaleness(const StalenessConfig& config);
 absl::Status ValidateStalenessConfig(const StalenessConfig& config, bool adamw);
 
-// How one push of `staleness` is applied: the step size, and the factor the
-// optimizer multiplies its delay compensation by (0: none).
+// What the shard knows about the asynchrony when it applies an update.
+struct AsyncView {
+  uint64_t staleness = 0;     // This push's (or averaged update's) staleness.
+  double mean_staleness = 0;  // The shard's running mean.
+  int live_workers = 0;       // 0: unknown (estimated as 1 + mean_staleness).
+  uint64_t updates_done = 0;  // The global step before this update.
+};
+
+// How one update is applied: the step size, the factor the optimizer
+// multiplies its delay compensation by (0: none), and AdamW's beta1 for
+// this update (negative: the configured one).
 struct StalenessStep {
   double lr = 0;
   float compensation = 0.0f;
+  float beta1 = -1.0f;
 };
 StalenessStep PlanStalenessStep(const StalenessConfig& config, double lr, uint64_t staleness);
+StalenessStep PlanStalenessStep(const StalenessConfig& config, double lr, float beta1,
+                                const AsyncView& view);
+
+// The live workers as `view` knows them: its count, or 1 + the running mean
+// staleness rounded, at least 1.
+int EstimatedWorkers(const AsyncView& view);
+// kMomentum's beta1 (or SGD momentum): max(0, beta1 - s / (1 + s)) for mean
+// staleness s.
+float AsyncBeta1(float beta1, double mean_staleness);
 
 }  // namespace spotps
 

@@ -7,6 +7,7 @@
 //   async        the default: every gradient applied on arrival
 //   async_lr     async with --staleness_method=lr (lr / (1 + staleness))
 //   async_dc     async with --staleness_method=dc (delay-compensated AdamW)
+//   async:SPEC   async with --staleness_method=SPEC (e.g. none, dc+avg)
 //   ssp:S        bounded staleness
 //   sync         one averaged step per round of one gradient per trainer
 // Last line: convergence: async_vs_sync=R wall_vs_sync=W, from the largest
@@ -18,6 +19,7 @@
 #include <map>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -39,7 +41,8 @@
 ABSL_FLAG(std::string, models, "tiny", "Model presets, comma-separated (tiny,small).");
 ABSL_FLAG(std::string, trainers, "4", "Trainer counts, comma-separated (2,4).");
 ABSL_FLAG(std::string, modes, "async,async_lr,async_dc,ssp:2,sync",
-          "Modes, comma-separated: async, async_lr, async_dc, ssp:S, sync.");
+          "Modes, comma-separated: async, async_lr, async_dc, async:SPEC (any "
+          "--staleness_method), ssp:S, sync.");
 ABSL_FLAG(int64_t, units, 160, "Token budget in work units (one trainer step each).");
 ABSL_FLAG(int64_t, batch, 16, "Sequences per step.");
 ABSL_FLAG(int64_t, seq_len, 128, "Tokens per sequence.");
@@ -68,6 +71,9 @@ std::vector<std::string> ShardFlags(const std::string& mode, int64_t units) {
     f.insert(f.end(), {"--consistency=async", "--staleness_method=lr"});
   } else if (mode == "async_dc") {
     f.insert(f.end(), {"--consistency=async", "--staleness_method=dc",
+                       absl::StrCat("--dc_lambda=", absl::GetFlag(FLAGS_dc_lambda))});
+  } else if (absl::StartsWith(mode, "async:")) {
+    f.insert(f.end(), {"--consistency=async", "--staleness_method=" + mode.substr(6),
                        absl::StrCat("--dc_lambda=", absl::GetFlag(FLAGS_dc_lambda))});
   } else {
     f.push_back("--consistency=" + mode);

@@ -21,6 +21,38 @@ TEST(StalenessMethodTest, ParsesNamesAndRefusesOthers) {
   EXPECT_EQ(DescribeStaleness({StalenessMethod::kDelayCompensated, 2.0f}), "dc(lambda=2)");
 }
 
+TEST(StalenessMethodTest, ParsesJoinedSpecsAndRefusesBadOnes) {
+  StalenessConfig c;
+  ASSERT_TRUE(ParseStalenessSpec("dc+avg+warmup", &c).ok());
+  EXPECT_EQ(c.method, StalenessMethod::kDelayCompensated);
+  EXPECT_TRUE(c.average);
+  EXPECT_TRUE(c.worker_warmup);
+  ASSERT_TRUE(ParseStalenessSpec("avg", &c).ok());
+  EXPECT_EQ(c.method, StalenessMethod::kNone);
+  EXPECT_TRUE(c.average);
+  EXPECT_FALSE(c.worker_warmup);
+  EXPECT_EQ(DescribeStaleness(c), "none+avg(k=live,wait=1000ms)");
+  ASSERT_TRUE(ParseStalenessSpec("momentum", &c).ok());
+  EXPECT_EQ(c.method, StalenessMethod::kMomentum);
+  EXPECT_FALSE(c.average);
+  for (const char* bad : {"dc+lr", "avg+avg", "", "dc+", "avg+Warmup", "momentum+x"}) {
+    StalenessConfig unchanged;
+    unchanged.average = true;
+    EXPECT_EQ(ParseStalenessSpec(bad, &unchanged).code(), absl::StatusCode::kInvalidArgument)
+        << bad;
+    EXPECT_TRUE(unchanged.average) << bad;  // Left as it was.
+  }
+  c = StalenessConfig();
+  c.average_pushes = -1;
+  EXPECT_FALSE(ValidateStalenessConfig(c, true).ok());
+  c = StalenessConfig();
+  c.average_wait_ms = 0;
+  EXPECT_FALSE(ValidateStalenessConfig(c, true).ok());
+  c = StalenessConfig();
+  c.method = StalenessMethod::kMomentum;
+  EXPECT_TRUE(ValidateStalenessConfig(c, false).ok());  // SGD: its momentum.
+}
+
 TEST(StalenessMethodTest, ValidatesLambdaAndOptimizer) {
   EXPECT_TRUE(ValidateStalenessConfig({StalenessMethod::kDelayCompensated, 0.5f}, true).ok());
   EXPECT_FALSE(ValidateStalenessConfig({StalenessMethod::kDelayCompensated, 0.5f}, false).ok());

@@ -1,0 +1,236 @@
+// The async staleness methods on a real ShardStore with real tensors:
+// shard-side averaging (avg), the asynchrony-aware beta1 (momentum) and the
+// warmup per live worker (warmup), each against its formula.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/tensor_codec.h"
+#include "ps/store/shard_store.h"
+
+namespace spotps {
+namespace {
+
+constexpr int64_t kN = 6;
+
+// One partition of kN elements, initialised to 1.
+std::unique_ptr<ShardStore> Store(const ShardOptions& options) {
+  auto store = ShardStore::Create(options);
+  EXPECT_TRUE(store.ok()) << store.status();
+  auto layout = ModelLayout::Create({{"w", {kN}}});
+  std::vector<float> ones(kN, 1.0f);
+  std::string bytes;
+  AppendEncoded(ones.data(), kN, v1::DTYPE_FP32, &bytes);
+  EXPECT_TRUE((*store)->Init(*layout, {PayloadRange{0, 0, bytes, 0}}).ok());
+  return *std::move(store);
+}
+
+ShardOptions Sgd(double lr) {
+  ShardOptions o;
+  o.optimizer.kind = OptimizerKind::kSgd;
+  o.schedule.base_lr = lr;
+  return o;
+}
+
+// Pushes gradient g(i) = scale * (i + 1) based on `version`.
+absl::StatusOr<PushOutcome> PushScaled(ShardStore& store, const std::string& id, float scale,
+                                       uint64_t version) {
+  std::vector<float> g(kN);
+  for (int64_t i = 0; i < kN; ++i) g[i] = scale * static_cast<float>(i + 1);
+  std::string bytes;
+  AppendEncoded(g.data(), kN, v1::DTYPE_FP32, &bytes);
+  return store.Push(id, v1::DTYPE_FP32, {PayloadRange{0, 0, bytes, version}});
+}
+
+std::vector<float> Weights(const ShardStore& store) {
+  std::string bytes;
+  EXPECT_TRUE(store.Read(0, v1::DTYPE_FP32, &bytes).ok());
+  std::vector<float> w(kN);
+  EXPECT_TRUE(DecodeToFp32(v1::DTYPE_FP32, bytes, kN, w.data()).ok());
+  return w;
+}
+
+uint64_t Applied(const ShardStore& store) {
+  v1::StatsResponse stats;
+  store.FillStats(&stats);
+  return stats.pushes_applied();
+}
+
+TEST(AveragedPushesTest, HoldsUntilKThenAppliesTheMeanOnceAndDedups) {
+  ShardOptions o = Sgd(0.1);
+  o.staleness.average = true;
+  o.staleness.average_pushes = 2;
+  auto store = Store(o);
+  auto first = PushScaled(*store, "a", 1.0f, 0);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_TRUE(first->averaged_later);
+  EXPECT_FALSE(first->duplicate);
+  EXPECT_EQ(Weights(*store), std::vector<float>(kN, 1.0f));  // Held, not applied.
+  EXPECT_EQ(*store->Version(0), 0u);
+  EXPECT_EQ(store->held_pushes(), 1u);
+  // A retry of a held push is a duplicate: it is applied once, with the batch.
+  auto retry = PushScaled(*store, "a", 1.0f, 0);
+  ASSERT_TRUE(retry.ok());
+  EXPECT_TRUE(retry->duplicate);
+  EXPECT_EQ(store->held_pushes(), 1u);
+  ASSERT_TRUE(PushScaled(*store, "b", 3.0f, 0).ok());
+  EXPECT_EQ(store->held_pushes(), 0u);
+  EXPECT_EQ(*store->Version(0), 1u);
+  EXPECT_EQ(store->global_step(), 1u);
+  EXPECT_EQ(Applied(*store), 2u);
+  const std::vector<float> w = Weights(*store);
+  for (int64_t i = 0; i < kN; ++i) {
+    EXPECT_NEAR(w[i], 1.0 - 0.1 * 2.0 * (i + 1), 1e-6) << i;  // The mean, 2(i+1).
+  }
+  // A retry after the update is a duplicate too.
+  auto late = PushScaled(*store, "b", 3.0f, 0);
+  ASSERT_TRUE(late.ok());
+  EXPECT_TRUE(late->duplicate);
+  EXPECT_EQ(*store->Version(0), 1u);
+}
+
+TEST(AveragedPushesTest, TheBoundedWaitAppliesFewerAndLiveWorkersSetK) {
+  ShardOptions o = Sgd(0.5);
+  o.staleness.average = true;  // k = live workers.
+  auto store = Store(o);
+  store->SetLiveWorkers(3);
+  ASSERT_TRUE(PushScaled(*store, "a", 1.0f, 0).ok());
+  ASSERT_TRUE(PushScaled(*store, "b", 2.0f, 0).ok());
+  EXPECT_EQ(store->held_pushes(), 2u);
+  EXPECT_FALSE(store->ApplyHeldOlderThan(absl::Hours(1)));  // Not old enough.
+  EXPECT_TRUE(store->ApplyHeldOlderThan(absl::ZeroDuration()));
+  EXPECT_FALSE(store->ApplyHeldOlderThan(absl::ZeroDuration()));  // Nothing held.
+  EXPECT_EQ(Applied(*store), 2u);
+  std::vector<float> w = Weights(*store);
+  EXPECT_FLOAT_EQ(w[0], 1.0f - 0.5f * 1.5f);
+  // Three live workers: the third push makes the update.
+  ASSERT_TRUE(PushScaled(*store, "c", 1.0f, 1).ok());
+  ASSERT_TRUE(PushScaled(*store, "d", 1.0f, 1).ok());
+  EXPECT_EQ(*store->Version(0), 1u);
+  ASSERT_TRUE(PushScaled(*store, "e", 4.0f, 0).ok());  // Stale by one: still taken.
+  EXPECT_EQ(*store->Version(0), 2u);
+  w = Weights(*store);
+  EXPECT_FLOAT_EQ(w[0], 1.0f - 0.5f * 1.5f - 0.5f * 2.0f);
+}
+
+TEST(AveragedPushesTest, ExportLeavesHeldPushIdsOut) {
+  ShardOptions o = Sgd(0.1);
+  o.staleness.average = true;
+  o.staleness.average_pushes = 2;
+  auto store = Store(o);
+  ASSERT_TRUE(PushScaled(*store, "held", 1.0f, 0).ok());
+  auto state = store->ExportState();
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ(std::count(state->recent_push_ids.begin(), state->recent_push_ids.end(), "held"), 0);
+  EXPECT_EQ(state->partitions[0].weights, std::vector<float>(kN, 1.0f));
+  ASSERT_TRUE(PushScaled(*store, "next", 1.0f, 0).ok());
+  state = store->ExportState();
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ(std::count(state->recent_push_ids.begin(), state->recent_push_ids.end(), "held"), 1);
+}
+
+TEST(AveragedPushesTest, RefusedInSyncMode) {
+  ShardOptions o = Sgd(0.1);
+  o.sync_rounds = true;
+  o.staleness.average = true;
+  EXPECT_EQ(ShardStore::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// AdamW in double with a beta1 per step.
+std::vector<double> AdamWReference(const std::vector<std::vector<double>>& grads,
+                                   const std::vector<double>& beta1s, double lr) {
+  const double b2 = 0.999, eps = 1e-8;
+  std::vector<double> w(kN, 1.0), m(kN, 0.0), v(kN, 0.0);
+  for (size_t t = 0; t < grads.size(); ++t) {
+    const double b1 = beta1s[t];
+    const double step = static_cast<double>(t + 1);
+    for (int64_t i = 0; i < kN; ++i) {
+      const double g = grads[t][i];
+      m[i] = b1 * m[i] + (1 - b1) * g;
+      v[i] = b2 * v[i] + (1 - b2) * g * g;
+      const double m_hat_scale = lr / (1 - std::pow(b1, step));
+      w[i] -= m_hat_scale * (m[i] / (std::sqrt(v[i] / (1 - std::pow(b2, step))) + eps));
+    }
+  }
+  return w;
+}
+
+TEST(AsyncMomentumTest, LowersBeta1ByTheImplicitMomentumOfTheRunningStaleness) {
+  EXPECT_FLOAT_EQ(AsyncBeta1(0.9f, 0.0), 0.9f);
+  EXPECT_FLOAT_EQ(AsyncBeta1(0.9f, 1.0), 0.4f);   // 2 workers: implicit 1/2.
+  EXPECT_FLOAT_EQ(AsyncBeta1(0.9f, 3.0), 0.15f);  // 4 workers: implicit 3/4.
+  EXPECT_FLOAT_EQ(AsyncBeta1(0.9f, 9.0), 0.0f);   // Never negative.
+
+  ShardOptions o;
+  o.optimizer.kind = OptimizerKind::kAdamW;
+  o.schedule.base_lr = 0.01;
+  o.staleness.method = StalenessMethod::kMomentum;
+  auto store = Store(o);
+  // Staleness 0, 1, 2: the running mean (1/32 per observation) before each
+  // update is 0, 0, then 1/32.
+  ASSERT_TRUE(PushScaled(*store, "a", 1.0f, 0).ok());
+  ASSERT_TRUE(PushScaled(*store, "b", -2.0f, 0).ok());
+  EXPECT_NEAR(store->recent_staleness(), 1.0 / 32, 1e-12);
+  ASSERT_TRUE(PushScaled(*store, "c", 0.5f, 0).ok());
+  const double s = 1.0 / 32;
+  const std::vector<double> beta1s = {0.9, 0.9, 0.9 - s / (1 + s)};
+  std::vector<std::vector<double>> grads(3, std::vector<double>(kN));
+  for (int64_t i = 0; i < kN; ++i) {
+    grads[0][i] = 1.0 * (i + 1);
+    grads[1][i] = -2.0 * (i + 1);
+    grads[2][i] = 0.5 * (i + 1);
+  }
+  const std::vector<double> ref = AdamWReference(grads, beta1s, 0.01);
+  const std::vector<double> plain = AdamWReference(grads, {0.9, 0.9, 0.9}, 0.01);
+  const std::vector<float> w = Weights(*store);
+  for (int64_t i = 0; i < kN; ++i) {
+    EXPECT_NEAR(w[i], ref[i], 2e-6) << i;
+    EXPECT_GT(std::abs(ref[i] - plain[i]), 1e-5) << i;  // The lowered beta1 shows.
+  }
+}
+
+TEST(AsyncMomentumTest, LowersSgdMomentumTheSameWay) {
+  ShardOptions o = Sgd(0.1);
+  o.optimizer.momentum = 0.9f;
+  o.staleness.method = StalenessMethod::kMomentum;
+  auto store = Store(o);
+  ASSERT_TRUE(PushScaled(*store, "a", 1.0f, 0).ok());   // Staleness 0.
+  ASSERT_TRUE(PushScaled(*store, "b", -2.0f, 0).ok());  // 1: mean 1/32 after.
+  ASSERT_TRUE(PushScaled(*store, "c", 0.5f, 0).ok());
+  const double s = 1.0 / 32, mu3 = 0.9 - s / (1 + s);
+  const std::vector<float> w = Weights(*store);
+  for (int64_t i = 0; i < kN; ++i) {
+    const double x = static_cast<double>(i + 1);
+    const double buf1 = 1.0 * x, buf2 = 0.9 * buf1 - 2.0 * x, buf3 = mu3 * buf2 + 0.5 * x;
+    EXPECT_NEAR(w[i], 1.0 - 0.1 * (buf1 + buf2 + buf3), 2e-6) << i;
+  }
+}
+
+TEST(WorkerWarmupTest, RampsOverStepsPerWorkerTimesLiveWorkers) {
+  ShardOptions o = Sgd(0.1);
+  o.staleness.worker_warmup = true;
+  o.staleness.warmup_steps_per_worker = 2;
+  auto store = Store(o);
+  store->SetLiveWorkers(2);  // Warmup over 4 updates: lr x 1/4, 2/4, 3/4, 1, 1.
+  float expected = 1.0f;
+  const float factors[] = {0.25f, 0.5f, 0.75f, 1.0f, 1.0f};
+  for (int t = 0; t < 5; ++t) {
+    ASSERT_TRUE(PushScaled(*store, absl::StrCat("p", t), 1.0f, t).ok());
+    expected -= 0.1f * factors[t];
+    EXPECT_NEAR(Weights(*store)[0], expected, 1e-6) << t;
+  }
+  // Unknown live workers: 1 + the running mean staleness (here 0) = 1.
+  AsyncView view;
+  view.updates_done = 0;
+  EXPECT_EQ(EstimatedWorkers(view), 1);
+  view.mean_staleness = 2.6;
+  EXPECT_EQ(EstimatedWorkers(view), 4);
+  view.live_workers = 2;
+  EXPECT_EQ(EstimatedWorkers(view), 2);
+}
+
+}  // namespace
+}  // namespace spotps

@@ -1,0 +1,72 @@
+// Shard-side averaging (--staleness_method=avg) end to end: one shard
+// process averaging pairs of pushes from 2 real trainer processes. Every
+// push is applied exactly once (the shard's applied count equals the pushes
+// the trainers made, none held at the end), updates are fewer than pushes,
+// and the trainers' start lines name the method the shard reports in Stats.
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "client/cluster.h"
+#include "common/atomic_file.h"
+#include "tests/support/child_process.h"
+#include "tests/support/generated_corpus.h"
+#include "tests/support/log_fields.h"
+
+namespace spotps {
+namespace {
+
+using testing::BinaryPath;
+using testing::ChildProcess;
+using testing::LogField;
+
+constexpr int kTrainers = 2, kUnits = 30;
+
+TEST(AveragedPushTest, TwoTrainersPushesAreAppliedOnceEachInAveragedUpdates) {
+  testing::TempDir dir;
+  auto tokens = testing::MakeTokenFile(dir.path(), 8000);
+  ASSERT_TRUE(tokens.ok()) << tokens.status();
+  auto shards = testing::LocalShardCluster::Start(
+      1,
+      {"--optimizer=adamw", "--lr=1e-3", "--epochs=1", absl::StrCat("--units_per_epoch=", kUnits),
+       "--worker_lease_s=10", "--staleness_method=avg", "--average_pushes=2",
+       "--average_wait_ms=200"},
+      dir.path());
+  ASSERT_TRUE(shards.ok()) << shards.status();
+  std::vector<std::unique_ptr<ChildProcess>> trainers;
+  for (int i = 0; i < kTrainers; ++i) {
+    auto t = ChildProcess::Start(
+        {BinaryPath("spotps-trainer"), "--ps=" + (*shards)->addresses(), "--model=tiny",
+         "--data=" + *tokens, "--batch=4", "--seq_len=32", "--threads=1",
+         absl::StrCat("--worker_index=", i), "--log_every=0", "--eval_batches=0"},
+        absl::StrCat(dir.path(), "/trainer", i, ".log"));
+    ASSERT_TRUE(t.ok()) << t.status();
+    trainers.push_back(*std::move(t));
+  }
+  double pushes = 0;
+  for (int i = 0; i < kTrainers; ++i) {
+    auto code = trainers[i]->Wait(absl::Seconds(240));
+    const std::string log = ReadFile(absl::StrCat(dir.path(), "/trainer", i, ".log")).value_or("");
+    ASSERT_TRUE(code.ok() && *code == 0) << log;
+    EXPECT_NE(log.find("staleness_method=none+avg(k=2,wait=200ms)"), std::string::npos) << log;
+    ASSERT_EQ(LogField(log, "dropped"), 0) << log;
+    pushes += LogField(log, "steps");
+  }
+  EXPECT_EQ(pushes, kUnits);  // One epoch, each unit pushed once.
+  // A held odd push is applied after --average_wait_ms even with no other.
+  absl::SleepFor(absl::Milliseconds(600));
+  auto cluster = Cluster::Connect((*shards)->addresses());
+  ASSERT_TRUE(cluster.ok());
+  auto stats = (*cluster)->Stats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  const v1::StatsResponse& s = (*stats)[0];
+  EXPECT_EQ(s.staleness_method(), "none+avg(k=2,wait=200ms)");
+  EXPECT_EQ(s.pushes_applied(), static_cast<uint64_t>(pushes));
+  EXPECT_EQ(s.pushes_duplicate(), 0u);
+  // Updates: at least half the pushes (pairs), fewer than the pushes.
+  EXPECT_GE(s.global_step() * 2, s.pushes_applied());
+  EXPECT_LT(s.global_step(), s.pushes_applied());
+  for (const v1::PartitionStats& p : s.partitions()) EXPECT_EQ(p.version(), s.global_step());
+}
+
+}  // namespace
+}  // namespace spotps
