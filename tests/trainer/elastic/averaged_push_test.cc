@@ -51,7 +51,9 @@ TEST(AveragedPushTest, TwoTrainersPushesAreAppliedOnceEachInAveragedUpdates) {
     ASSERT_EQ(LogField(log, "dropped"), 0) << log;
     pushes += LogField(log, "steps");
   }
-  EXPECT_EQ(pushes, kUnits);  // One epoch, each unit pushed once.
+  // One epoch, each unit pushed once, but each trainer's first unit in two
+  // pushes (the join ramp, --first_step_batch).
+  EXPECT_EQ(pushes, kUnits + kTrainers);
   // A held odd push is applied after --average_wait_ms even with no other.
   absl::SleepFor(absl::Milliseconds(600));
   auto cluster = Cluster::Connect((*shards)->addresses());
