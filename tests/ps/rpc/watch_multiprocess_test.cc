@@ -23,7 +23,12 @@ constexpr double kLr = 0.0625;  // A power of two: lr * g is exact.
 constexpr int kRounds = 6;
 
 float Pattern(int64_t i) { return static_cast<float>(i % 5 - 2); }
-float Initial(int64_t i) { return static_cast<float>(i % 64) * 0.125f; }
+// The weights every test initialises its shards with.
+std::vector<float> InitialWeights(int64_t n) {
+  std::vector<float> w(n);
+  for (int64_t i = 0; i < n; ++i) w[i] = static_cast<float>(i % 64) * 0.125f;
+  return w;
+}
 
 TEST(WatchMultiProcessTest, ASubscriberSeesEverySyncRoundWholeAndInOrder) {
   TempDir dir;
@@ -45,8 +50,7 @@ TEST(WatchMultiProcessTest, ASubscriberSeesEverySyncRoundWholeAndInOrder) {
   const ModelLayout layout =
       *ModelLayout::Create({{"embed", {512, 1100}}, {"w", {300, 300}}, {"b", {9}}});
   const int64_t n = layout.total_elements();
-  std::vector<float> w0(n);
-  for (int64_t i = 0; i < n; ++i) w0[i] = Initial(i);
+  const std::vector<float> w0 = InitialWeights(n);
   ASSERT_TRUE(trainer->Init(layout, w0).ok());
 
   // The serving replica: its own Cluster, a snapshot per sync round.
@@ -125,8 +129,7 @@ TEST(WatchMultiProcessTest, ShutdownEndsWatchesAtOnceAndTheSubscriptionFollowsAR
   auto trainer = *Cluster::Connect((*shards)->addresses());
   const ModelLayout layout = *ModelLayout::Create({{"a", {700, 300}}, {"b", {300, 300}}});
   const int64_t n = layout.total_elements();
-  std::vector<float> w0(n);
-  for (int64_t i = 0; i < n; ++i) w0[i] = Initial(i);
+  const std::vector<float> w0 = InitialWeights(n);
   ASSERT_TRUE(trainer->Init(layout, w0).ok());
   auto replica = *Cluster::Connect((*shards)->addresses());
   ASSERT_TRUE(replica->FetchLayout().ok());
@@ -187,8 +190,7 @@ TEST(WatchMultiProcessTest, ACheckpointRoundSubscriberSeesEachCheckpointAndNothi
   auto coordinator = *CoordinatorClient::Connect(absl::StrCat("127.0.0.1:", (*shards)->port(0)));
   const ModelLayout layout = *ModelLayout::Create({{"a", {700, 300}}, {"b", {300, 300}}});
   const int64_t n = layout.total_elements();
-  std::vector<float> w0(n);
-  for (int64_t i = 0; i < n; ++i) w0[i] = Initial(i);
+  const std::vector<float> w0 = InitialWeights(n);
   ASSERT_TRUE(trainer->Init(layout, w0).ok());
   const uint64_t worker = coordinator->Register("a")->worker_id();
   auto run_round = [&] {
