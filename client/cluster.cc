@@ -554,6 +554,8 @@ absl::StatusOr<PushResult> Cluster::Impl::PushSpans(const std::vector<FlatSpan>&
       v1::PushRequest header;
       header.set_push_id(push_id);
       header.set_dtype(wire_dtype);
+      // Lets every shard count the workers that push to it ("avg"'s k).
+      header.set_worker_id(absl::StrFormat("%016x", push_id_prefix_));
       // The shard applies the push only if the stream carries exactly this.
       std::map<uint32_t, int64_t> announced;
       for (const ChunkSource& src : sources[i]) announced[src.partition_id] += src.num_elements;
@@ -577,6 +579,8 @@ absl::StatusOr<PushResult> Cluster::Impl::PushSpans(const std::vector<FlatSpan>&
     deferring += replies[i].deferred() ? 1 : 0;
     result.duplicate = result.duplicate && replies[i].duplicate();
     result.deferred = result.deferred || replies[i].deferred();
+    result.compute_on_fresh_weights =
+        result.compute_on_fresh_weights || replies[i].compute_on_fresh_weights();
     result.global_step = std::max(result.global_step, replies[i].global_step());
     for (uint64_t st : replies[i].staleness()) {
       result.max_staleness = std::max(result.max_staleness, st);

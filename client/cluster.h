@@ -83,6 +83,9 @@ struct PushResult {
   // Shards in sync mode hold the gradient for the open round; it is applied
   // once the coordinator closes the round (commit the unit with this id).
   bool deferred = false;
+  // Shards with --staleness_method=...+fresh answered once the push was in
+  // their weights, and ask for a pull before the next gradient is computed.
+  bool compute_on_fresh_weights = false;
   uint64_t max_staleness = 0;
   uint64_t global_step = 0;  // Highest shard global step after the push.
   int64_t bytes_sent = 0;

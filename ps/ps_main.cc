@@ -64,12 +64,13 @@ ABSL_FLAG(double, beta2, 0.999, "AdamW beta2.");
 ABSL_FLAG(double, eps, 1e-8, "AdamW epsilon.");
 ABSL_FLAG(bool, staleness_lr_scaling, false,
           "Scale each push's lr by 1/(1+staleness) (= --staleness_method=lr).");
-ABSL_FLAG(std::string, staleness_method, "none",
+ABSL_FLAG(std::string, staleness_method, "",
           "Async mode's treatment of stale gradients: none, lr (lr/(1+staleness)), dc "
           "(delay-compensated AdamW, --dc_lambda) or momentum (beta1 lowered by the implicit "
           "momentum of asynchrony), optionally joined by '+' with avg (average concurrent "
-          "pushes) and warmup (warmup per live worker), e.g. dc+avg; see README, Async "
-          "training quality.");
+          "pushes), fresh (avg, and each push answered once applied so that trainers compute "
+          "on weights that hold it) and warmup (warmup per live worker), e.g. dc+avg. Empty: "
+          "fresh with --consistency=async, none with ssp; see README, Async training quality.");
 ABSL_FLAG(double, dc_lambda, 1.0, "--staleness_method=dc: the compensation's lambda.");
 ABSL_FLAG(int, average_pushes, 0,
           "--staleness_method=...+avg: pushes per averaged update; 0: the live workers (shard "
@@ -108,6 +109,11 @@ ABSL_FLAG(std::string, metrics_listen, "",
 
 namespace {
 
+// A worker that has not pushed for this long no longer counts as live on a
+// shard without the coordinator: many steps of any model we train, and
+// short enough that a dead worker holds "avg"'s updates up only briefly.
+constexpr absl::Duration kRecentPusherWindow = absl::Seconds(10);
+
 using spotps::RuntimeError;
 using spotps::UsageError;
 
@@ -135,19 +141,23 @@ absl::StatusOr<spotps::ShardOptions> OptionsFromFlags() {
   o.schedule.total_steps = absl::GetFlag(FLAGS_total_steps);
   o.schedule.min_lr_ratio = absl::GetFlag(FLAGS_min_lr_ratio);
   o.staleness_lr_scaling = absl::GetFlag(FLAGS_staleness_lr_scaling);
-  if (absl::Status s =
-          spotps::ParseStalenessSpec(absl::GetFlag(FLAGS_staleness_method), &o.staleness);
-      !s.ok()) {
-    return s;
+  absl::StatusOr<spotps::Consistency> consistency =
+      spotps::ParseConsistency(absl::GetFlag(FLAGS_consistency));
+  if (!consistency.ok()) return consistency.status();
+  std::string method = absl::GetFlag(FLAGS_staleness_method);
+  if (method.empty()) {
+    // Plain async learns as well per token as sync only without staleness
+    // (README, Async training quality); ssp and sync keep their own rules.
+    const bool plain_async =
+        consistency->mode == spotps::v1::CONSISTENCY_ASYNC && !o.staleness_lr_scaling;
+    method = plain_async ? "fresh" : "none";
   }
+  if (absl::Status s = spotps::ParseStalenessSpec(method, &o.staleness); !s.ok()) return s;
   o.staleness.dc_lambda = static_cast<float>(absl::GetFlag(FLAGS_dc_lambda));
   o.staleness.average_pushes = absl::GetFlag(FLAGS_average_pushes);
   o.staleness.average_wait_ms = absl::GetFlag(FLAGS_average_wait_ms);
   o.staleness.warmup_steps_per_worker = absl::GetFlag(FLAGS_warmup_steps_per_worker);
   o.max_staleness = absl::GetFlag(FLAGS_max_staleness);
-  absl::StatusOr<spotps::Consistency> consistency =
-      spotps::ParseConsistency(absl::GetFlag(FLAGS_consistency));
-  if (!consistency.ok()) return consistency.status();
   o.sync_rounds = consistency->mode == spotps::v1::CONSISTENCY_SYNC;
   o.max_round_contributions = absl::GetFlag(FLAGS_max_round_contributions);
   return o;
@@ -412,8 +422,9 @@ int main(int argc, char** argv) {
                      std::chrono::seconds(absl::GetFlag(FLAGS_shutdown_grace_s)));
   });
   std::thread signal_thread([&io] { io.run(); });
-  // Async "avg" and "warmup": tell the store the live workers, and apply
-  // held pushes that waited --average_wait_ms.
+  // Async "avg" and "warmup": tell the store the live workers (the clients
+  // that pushed lately, or the coordinator's registered workers on shard 0
+  // if more), and apply held pushes that waited --average_wait_ms.
   absl::Notification stop_async_ticks;
   std::thread async_ticks([&] {
     const spotps::StalenessConfig& how = (*store)->staleness();
@@ -422,8 +433,12 @@ int main(int argc, char** argv) {
     const absl::Duration tick = std::max(absl::Milliseconds(1), wait / 4);
     absl::Time next_count = absl::InfinitePast();
     while (!stop_async_ticks.WaitForNotificationWithTimeout(tick)) {
-      if (*coordinator != nullptr && absl::Now() >= next_count) {
-        (*store)->SetLiveWorkers((*coordinator)->Progress().workers_size());
+      if (absl::Now() >= next_count) {
+        // Shard 0 knows registered workers before their first push; any
+        // shard knows clients that push without registering.
+        const int registered =
+            *coordinator != nullptr ? (*coordinator)->Progress().workers_size() : 0;
+        (*store)->SetLiveWorkers(std::max(registered, service.RecentWorkers(kRecentPusherWindow)));
         next_count = absl::Now() + absl::Milliseconds(100);
       }
       (*store)->ApplyHeldOlderThan(wait);

@@ -97,6 +97,8 @@ grpc::Status Cancelled(const char* what) {
                       what));
 }
 
+constexpr size_t kMaxWorkerIdBytes = 128;  // parameter_server.proto, PushRequest.
+
 constexpr char kPushWithoutFirstMessage[] =
     "push stream ended before its first message (it sent none, or one that does not parse as a "
     "spotps.v1.PushRequest)";
@@ -367,6 +369,10 @@ grpc::Status ParameterServerService::ServePush(grpc::ServerContext* context,
       "push", announced_elements * static_cast<int64_t>(width), "its first message announced",
       static_cast<int64_t>(store_->layout().tensors().size() + announced.size()));
   const std::string push_id = header.push_id();
+  if (header.worker_id().size() > kMaxWorkerIdBytes) {
+    return InvalidArgument(absl::StrFormat("push's worker_id has %d bytes, more than %d",
+                                           header.worker_id().size(), kMaxWorkerIdBytes));
+  }
   // Payloads are copied out of gRPC's buffers as each message arrives, and
   // applied only after the stream ended normally (parameter_server.proto).
   PushStaging staging(&staging_, announced, dtype);
@@ -393,8 +399,11 @@ grpc::Status ParameterServerService::ServePush(grpc::ServerContext* context,
   // Counted only once accepted: a refused push changes no counter but the
   // store's rejection counts.
   store_->CountPushBytes(announced_elements * static_cast<int64_t>(width));
+  if (!outcome->duplicate) pushers_.Record(header.worker_id(), absl::Now());
+  if (outcome->averaged_later && store_->staleness().fresh) AwaitFreshWeights(*context, &*outcome);
   if (!outcome->duplicate && !outcome->deferred) updates_.Notify();
   response->set_duplicate(outcome->duplicate);
+  response->set_compute_on_fresh_weights(store_->staleness().fresh);
   response->set_deferred(outcome->deferred);
   response->set_global_step(outcome->global_step);
   for (size_t i = 0; i < outcome->partition_ids.size(); ++i) {
@@ -403,6 +412,22 @@ grpc::Status ParameterServerService::ServePush(grpc::ServerContext* context,
     response->add_staleness(outcome->staleness[i]);
   }
   return grpc::Status::OK;
+}
+
+void ParameterServerService::AwaitFreshWeights(const grpc::ServerContext& context,
+                                               PushOutcome* outcome) const {
+  // The shard's tick applies what waited average_wait_ms; twice that is
+  // ample. Past it the push stays held and is answered as "avg" answers.
+  absl::Time deadline =
+      absl::Now() + absl::Milliseconds(2 * store_->staleness().average_wait_ms + 100);
+  if (context.deadline() != std::chrono::system_clock::time_point::max()) {
+    deadline = std::min(deadline, absl::FromChrono(context.deadline()));
+  }
+  if (!store_->WaitForAveragedUpdate(outcome->average_update, deadline)) return;
+  for (size_t i = 0; i < outcome->partition_ids.size(); ++i) {
+    outcome->new_versions[i] = *store_->Version(outcome->partition_ids[i]);
+  }
+  outcome->global_step = store_->global_step();
 }
 
 grpc::Status ParameterServerService::Stats(grpc::ServerContext*, const v1::StatsRequest*,

@@ -5,6 +5,7 @@
 
 #include "ps/checkpoint/shard_checkpointer.h"
 #include "ps/rpc/push_staging.h"
+#include "ps/rpc/recent_pushers.h"
 #include "ps/rpc/shard_metrics.h"
 #include "ps/rpc/update_signal.h"
 #include "ps/store/shard_store.h"
@@ -58,6 +59,9 @@ class ParameterServerService final : public v1::ParameterServer::Service {
   // Ends every open Watch stream (UNAVAILABLE) and refuses new ones: call
   // before shutting the server down, so watchers do not hold it up.
   void StopWatches() { updates_.Shutdown(); }
+  // Clients (PushRequest.worker_id) whose push this shard took within
+  // `window`: the live workers of a shard without the coordinator.
+  int RecentWorkers(absl::Duration window) { return pushers_.Count(absl::Now(), window); }
 
  private:
   grpc::Status ServePull(grpc::ServerContext* context, const v1::PullRequest* request,
@@ -65,6 +69,9 @@ class ParameterServerService final : public v1::ParameterServer::Service {
   // `apply` receives the time the store took to apply the push.
   grpc::Status ServePush(grpc::ServerContext* context, grpc::ServerReader<grpc::ByteBuffer>* reader,
                          v1::PushResponse* response, absl::Duration* apply);
+  // "fresh": waits (bounded, within the call's deadline) until the averaged
+  // update holding the push is applied, then reports the versions after it.
+  void AwaitFreshWeights(const grpc::ServerContext& context, PushOutcome* outcome) const;
   // The watched partitions' versions and the shard's counters now.
   void FillWatchResponse(const std::vector<uint32_t>& ids, v1::WatchResponse* response) const;
   uint64_t LastCheckpointId() const;  // 0 without a checkpointer.
@@ -77,6 +84,7 @@ class ParameterServerService final : public v1::ParameterServer::Service {
   UpdateSignal updates_;
   // Memory push streams stage their payloads in, reused across pushes.
   StagingPool staging_;
+  RecentPushers pushers_;
 };
 
 }  // namespace spotps

@@ -570,6 +570,9 @@ size_t ShardStore::held_pushes() const {
 
 PushOutcome ShardStore::HoldForAverage(absl::string_view push_id, v1::DType dtype,
                                        const std::vector<PayloadRange>& ranges) {
+  // One live worker: nothing to average with, so no detour through the
+  // FP32 sums (the transport's hot path when one trainer pushes).
+  if (AverageTarget() == 1 && held_pushes() == 0) return Apply(dtype, ranges);
   PushOutcome outcome;
   outcome.averaged_later = true;
   for (const auto& [id, group] : GroupByPartition(ranges)) {
@@ -580,7 +583,7 @@ PushOutcome ShardStore::HoldForAverage(absl::string_view push_id, v1::DType dtyp
     outcome.new_versions.push_back(version);
     outcome.staleness.push_back(staleness);
   }
-  std::optional<PushAverage::Batch> batch;
+  bool full = false;
   {
     absl::MutexLock lock(&average_mu_);
     if (average_ == nullptr) {
@@ -589,9 +592,12 @@ PushOutcome ShardStore::HoldForAverage(absl::string_view push_id, v1::DType dtyp
       average_ = std::make_unique<PushAverage>(std::move(sizes));
     }
     average_->Add(push_id, dtype, ranges, absl::Now());
-    if (average_->pushes() >= AverageTarget()) batch = average_->Take();
+    outcome.average_update = averages_taken_ + 1;
+    full = average_->pushes() >= AverageTarget();
   }
-  if (batch.has_value()) ApplyAverage(*std::move(batch));
+  // Another push may join before the take, or take this one first: either
+  // way it is in update number average_update.
+  if (full) ApplyHeld(absl::ZeroDuration());
   outcome.global_step = global_step_.load();
   return outcome;
 }
@@ -599,6 +605,11 @@ PushOutcome ShardStore::HoldForAverage(absl::string_view push_id, v1::DType dtyp
 bool ShardStore::ApplyHeldOlderThan(absl::Duration age) {
   if (!staleness_.average || !initialized()) return false;
   absl::ReaderMutexLock whole_push(&export_mu_);
+  return ApplyHeld(age);
+}
+
+bool ShardStore::ApplyHeld(absl::Duration age) {
+  absl::MutexLock in_order(&average_apply_mu_);
   PushAverage::Batch batch;
   {
     absl::MutexLock lock(&average_mu_);
@@ -606,9 +617,20 @@ bool ShardStore::ApplyHeldOlderThan(absl::Duration age) {
       return false;
     }
     batch = average_->Take();
+    averages_taken_ += 1;
   }
   ApplyAverage(std::move(batch));
+  absl::MutexLock lock(&average_mu_);
+  averages_applied_ += 1;
   return true;
+}
+
+bool ShardStore::WaitForAveragedUpdate(uint64_t update, absl::Time deadline) const {
+  absl::MutexLock lock(&average_mu_);
+  auto applied = [this, update]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return averages_applied_ >= update;
+  };
+  return average_mu_.AwaitWithDeadline(absl::Condition(&applied), deadline);
 }
 
 void ShardStore::ApplyAverage(PushAverage::Batch batch) {
@@ -797,6 +819,7 @@ void ShardStore::FillStats(v1::StatsResponse* stats) const {
   stats->set_learning_rate(LearningRateNow());
   stats->set_sync(options_.sync_rounds);
   stats->set_staleness_method(options_.sync_rounds ? "sync" : DescribeStaleness(staleness_));
+  stats->set_compute_on_fresh_weights(staleness_.fresh);
   if (options_.sync_rounds) {
     absl::MutexLock lock(&round_mu_);
     stats->set_round_contributions(round_buffer_.size());

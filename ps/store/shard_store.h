@@ -49,8 +49,10 @@ struct ShardOptions {
 struct PushOutcome {
   bool duplicate = false;
   // Async "avg": held for the next averaged update (acknowledged, not
-  // applied yet; versions and global_step are the current ones).
+  // applied yet; versions and global_step are the current ones), the
+  // `average_update`-th averaged update since the shard started.
   bool averaged_later = false;
+  uint64_t average_update = 0;
   bool deferred = false;  // Sync mode: held for the round, not applied yet.
   uint64_t global_step = 0;
   std::vector<uint32_t> partition_ids;  // Partitions updated, ascending.
@@ -184,6 +186,10 @@ class ShardStore {
   // it applied one. The shard calls it periodically, so a held push waits at
   // most about average_wait_ms even when no other push comes.
   bool ApplyHeldOlderThan(absl::Duration age);
+  // "avg": waits until the averaged update numbered `update`
+  // (PushOutcome::average_update) is applied, or `deadline`; returns whether
+  // it is. Averaged updates are applied in the order of their numbers.
+  bool WaitForAveragedUpdate(uint64_t update, absl::Time deadline) const;
   // The live workers the coordinator counts (shard 0 tells its own store);
   // 0: unknown. Sizes "avg"'s k and "warmup"'s length.
   void SetLiveWorkers(int n) { live_workers_.store(n, std::memory_order_relaxed); }
@@ -219,6 +225,9 @@ class ShardStore {
   PushOutcome HoldForAverage(absl::string_view push_id, v1::DType dtype,
                              const std::vector<PayloadRange>& ranges)
       ABSL_SHARED_LOCKS_REQUIRED(export_mu_);
+  // Takes the held pushes, if the oldest waited at least `age`, and applies
+  // them as the next averaged update; false if there was nothing to apply.
+  bool ApplyHeld(absl::Duration age) ABSL_SHARED_LOCKS_REQUIRED(export_mu_);
   void ApplyAverage(PushAverage::Batch batch) ABSL_SHARED_LOCKS_REQUIRED(export_mu_);
   // AdamW's beta1 or SGD's momentum, as configured.
   float ConfiguredMomentum() const;
@@ -256,8 +265,13 @@ class ShardStore {
   RoundBuffer round_buffer_ ABSL_GUARDED_BY(round_mu_);
   std::vector<std::string> last_round_ ABSL_GUARDED_BY(round_mu_);  // Sorted push ids.
   // Async "avg": the pushes held for the next averaged update.
+  // average_apply_mu_ (taken before average_mu_) keeps averaged updates
+  // whole and in order: each is taken and applied before the next is taken.
+  absl::Mutex average_apply_mu_;
   mutable absl::Mutex average_mu_;
   std::unique_ptr<PushAverage> average_ ABSL_GUARDED_BY(average_mu_);
+  uint64_t averages_taken_ ABSL_GUARDED_BY(average_mu_) = 0;
+  uint64_t averages_applied_ ABSL_GUARDED_BY(average_mu_) = 0;
   std::atomic<int> live_workers_{0};
   std::atomic<double> recent_staleness_{0.0};
   std::atomic<uint64_t> global_step_{0};

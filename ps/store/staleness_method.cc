@@ -23,12 +23,18 @@ absl::Status ParseStalenessSpec(absl::string_view spec, StalenessConfig* config)
   StalenessConfig parsed = *config;
   parsed.method = StalenessMethod::kNone;
   parsed.average = false;
+  parsed.fresh = false;
   parsed.worker_warmup = false;
+  bool said_avg = false;
   bool have_rule = false;
   const std::vector<absl::string_view> parts = absl::StrSplit(spec, '+');
   for (absl::string_view part : parts) {
-    if (part == "avg" && !parsed.average) {
-      parsed.average = true;
+    if (part == "avg" && !said_avg) {
+      parsed.average = said_avg = true;
+      continue;
+    }
+    if (part == "fresh" && !parsed.fresh) {
+      parsed.average = parsed.fresh = true;
       continue;
     }
     if (part == "warmup" && !parsed.worker_warmup) {
@@ -39,8 +45,8 @@ absl::Status ParseStalenessSpec(absl::string_view spec, StalenessConfig* config)
     if (!rule.ok() || have_rule) {
       return absl::InvalidArgumentError(absl::StrCat(
           "bad --staleness_method '", spec,
-          "': expected one of none, lr, dc, momentum, optionally joined by '+' with avg and "
-          "warmup (each at most once), e.g. dc+avg"));
+          "': expected one of none, lr, dc, momentum, optionally joined by '+' with avg, "
+          "fresh and warmup (each at most once), e.g. dc+avg or avg+fresh"));
     }
     parsed.method = *rule;
     have_rule = true;
@@ -72,6 +78,7 @@ std::string DescribeStaleness(const StalenessConfig& config) {
     const std::string k =
         config.average_pushes > 0 ? absl::StrCat(config.average_pushes) : std::string("live");
     absl::StrAppend(&out, "+avg(k=", k, ",wait=", config.average_wait_ms, "ms)");
+    if (config.fresh) absl::StrAppend(&out, "+fresh");
   }
   if (config.worker_warmup) {
     absl::StrAppend(&out, "+warmup(", config.warmup_steps_per_worker, "/worker)");

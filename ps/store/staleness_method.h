@@ -13,8 +13,9 @@
 namespace spotps {
 
 // The per-push rule. One of these, optionally joined with "avg" (shard-side
-// averaging) and "warmup" (a warmup as long as the live workers ask for):
-// --staleness_method=dc+avg+warmup.
+// averaging), "fresh" (averaging whose pushes answer once applied, so that
+// trainers compute on weights that hold them) and "warmup" (a warmup as long
+// as the live workers ask for): --staleness_method=dc+avg+warmup.
 enum class StalenessMethod {
   kNone,     // Apply every gradient as it is, with the full step size.
   kLrScale,  // Zhang et al. 2016: step size lr / (1 + staleness).
@@ -45,6 +46,13 @@ struct StalenessConfig {
   bool average = false;
   int average_pushes = 0;
   double average_wait_ms = 1000;
+  // "fresh" (implies "avg"): a push is answered only once the averaged
+  // update that holds it is applied (at most about average_wait_ms later),
+  // and the reply asks the trainer to pull before its next step instead of
+  // overlapping: gradients are computed on weights that hold every earlier
+  // update, staleness 0 while the workers keep pace. Nothing acknowledged is
+  // lost in a crash, since a push is acknowledged only once applied.
+  bool fresh = false;
   // "warmup": the step size ramps up linearly over warmup_steps_per_worker
   // times the live workers' count of updates (on top of the schedule).
   bool worker_warmup = false;
@@ -53,12 +61,14 @@ struct StalenessConfig {
 
 // "none", "lr", "dc" or "momentum"; INVALID_ARGUMENT otherwise.
 absl::StatusOr<StalenessMethod> ParseStalenessMethod(absl::string_view name);
-// A whole --staleness_method value: one rule, "avg", "warmup", joined by
-// '+' ("avg" alone means none+avg). Sets method, average and worker_warmup
-// of *config; INVALID_ARGUMENT (and no change) for anything else.
+// A whole --staleness_method value: one rule, "avg", "fresh", "warmup",
+// joined by '+' ("avg" alone means none+avg; "fresh" means avg+fresh). Sets
+// method, average, fresh and worker_warmup of *config; INVALID_ARGUMENT (and
+// no change) for anything else.
 absl::Status ParseStalenessSpec(absl::string_view spec, StalenessConfig* config);
 std::string StalenessMethodName(StalenessMethod method);
-// A one-word description for logs and start lines, e.g. "dc(lambda=1)+avg(k=live,wait=50ms)".
+// A one-word description for logs and start lines, e.g.
+// "dc(lambda=1)+avg(k=live,wait=50ms)" or "none+avg(k=live,wait=1000ms)+fresh".
 std::string DescribeStaleness(const StalenessConfig& config);
 absl::Status ValidateStalenessConfig(const StalenessConfig& config, bool adamw);
 

@@ -74,7 +74,10 @@ TEST(SecureTraining, TrainerTokenWaitsForAnAdminInitThenTrains) {
   ASSERT_TRUE(cluster.ok());
   absl::StatusOr<std::vector<v1::StatsResponse>> stats = (*cluster)->Stats();
   ASSERT_TRUE(stats.ok()) << stats.status();
-  EXPECT_EQ((*stats)[0].global_step(), 6u);  // 3 steps of each trainer.
+  // 3 steps of each trainer; the default "fresh" may average concurrent ones.
+  EXPECT_EQ((*stats)[0].pushes_applied(), 6u);
+  EXPECT_GE((*stats)[0].global_step(), 3u);
+  EXPECT_LE((*stats)[0].global_step(), 6u);
 }
 
 }  // namespace

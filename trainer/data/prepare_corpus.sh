@@ -18,7 +18,7 @@ fi
 out_dir=$1
 text=$out_dir/kjv.txt
 tokens=$out_dir/kjv.tokens
-repo=$(cd "$(dirname "$0")/.." && pwd)
+repo=$(cd "$(dirname "$0")/../.." && pwd)  # trainer/data/ -> the repository
 
 find_tokenizer() {
   for candidate in "${1:-}" "${SPOTPS_TOKENIZE:-}" \

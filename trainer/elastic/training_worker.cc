@@ -130,6 +130,7 @@ absl::StatusOr<bool> TrainingWorker::PushWithRecovery(const std::string& push_id
         first_push_rpc_s_ = MillisSince(start) / 1000;
       }
       staleness_sum_ += static_cast<double>(r->max_staleness);
+      fresh_ = r->compute_on_fresh_weights;
       return true;
     }
     // Too stale, or based on versions a restarted shard no longer has: the
@@ -149,13 +150,18 @@ absl::Status TrainingWorker::PushPending() {
   const std::string push_id = cluster_->NewPushId();  // Kept across retries.
   absl::StatusOr<bool> applied = PushWithRecovery(push_id);
   if (!applied.ok()) return applied.status();
+  SettleUnit(*applied, push_id);
+  return absl::OkStatus();
+}
+
+void TrainingWorker::SettleUnit(bool applied, const std::string& push_id) {
   // A ramp step's unit is settled by the push of its second half.
-  if (work_.coordinator == nullptr || !pending_settles_) return absl::OkStatus();
+  if (work_.coordinator == nullptr || !pending_settles_) return;
   const Unit& u = pending_unit_;
   const uint64_t me = u.lessee;
   // A coordinator hiccup must not stop training: an uncommitted unit is
   // re-issued when its lease runs out, and counted as trained twice.
-  if (*applied) {
+  if (applied) {
     // Sync mode: the push id tells the round which held gradient is ours.
     absl::StatusOr<bool> duplicate =
         work_.coordinator->Commit(me, u.epoch, u.index, sync_ ? push_id : "");
@@ -163,21 +169,48 @@ absl::Status TrainingWorker::PushPending() {
   } else {
     work_.coordinator->Release(me, u.epoch, u.index).IgnoreError();
   }
-  return absl::OkStatus();
 }
 
 absl::Status TrainingWorker::Communicate(bool push) {
-  if (push) {
-    if (absl::Status s = PushPending(); !s.ok()) return s;
-  }
   // Sync mode pulls once the next round opens, not before.
-  return sync_ ? absl::OkStatus() : PullWithRecovery();
+  if (!push) return sync_ ? absl::OkStatus() : PullWithRecovery();
+  const std::string push_id = cluster_->NewPushId();  // Kept across retries.
+  absl::StatusOr<bool> applied = PushWithRecovery(push_id);
+  if (!applied.ok()) return applied.status();
+  if (sync_) {
+    SettleUnit(*applied, push_id);
+    return absl::OkStatus();
+  }
+  // The unit's commit and the pull go to different places (the coordinator,
+  // the shards) and need not wait for each other: a "fresh" step waits for
+  // both before it computes.
+  std::future<void> settled = std::async(std::launch::async, [this, applied, &push_id] {
+    SettleUnit(*applied, push_id);
+    if (fresh_ && !leased_ahead_.has_value()) LeaseAhead();
+  });
+  absl::Status pulled = PullWithRecovery();
+  settled.get();
+  return pulled;
+}
+
+void TrainingWorker::LeaseAhead() {
+  if (work_.coordinator == nullptr) return;
+  const uint64_t me = work_.membership->worker_id();
+  absl::StatusOr<v1::AcquireUnitResponse> r = work_.coordinator->Acquire(me);
+  if (r.ok() && r->outcome() == v1::AcquireUnitResponse::OUTCOME_UNIT) {
+    leased_ahead_ = Unit{r->unit().epoch(), r->unit().index(), r->unit().data_unit(), me};
+  }
 }
 
 absl::StatusOr<std::optional<TrainingWorker::Unit>> TrainingWorker::NextUnit(
     int64_t step, bool& gradient_pending, const std::atomic<bool>& stop) {
   if (work_.coordinator == nullptr) {
     return Unit{0, static_cast<uint64_t>(step), static_cast<uint64_t>(step)};
+  }
+  if (leased_ahead_.has_value()) {
+    std::optional<Unit> unit;
+    std::swap(unit, leased_ahead_);
+    return unit;
   }
   absl::Time give_up = absl::Now() + options_.unavailable_timeout;
   while (!stop.load()) {
@@ -235,10 +268,15 @@ absl::StatusOr<TrainingSummary> TrainingWorker::Run(
     const std::atomic<bool>& stop, const std::function<void(const std::string&)>& log) {
   const absl::Time start = absl::Now();
   if (!sync_) {
+    // Known from the first step on where the shards answer; otherwise the
+    // first push reply tells.
+    absl::StatusOr<std::vector<v1::StatsResponse>> stats = cluster_->Stats();
+    for (const v1::StatsResponse& shard : stats.ok() ? *stats : std::vector<v1::StatsResponse>()) {
+      fresh_ = fresh_ || shard.compute_on_fresh_weights();
+    }
     if (absl::Status s = PullWithRecovery(); !s.ok()) return s;
   }
   model_->train();
-  const bool overlap = options_.overlap && !sync_;
   ComputeFirstPriority priority(options_.transfer_nice);
   bool priority_warned = false;
   auto lower = [&priority_warned](const absl::Status& s) {
@@ -247,8 +285,11 @@ absl::StatusOr<TrainingSummary> TrainingWorker::Run(
   };
   TrainingSummary summary;
   bool gradient_pending = false;  // gradient_ holds an unpushed gradient.
-  const int64_t ramp_rows =
-      sync_ || options_.first_step_batch >= options_.batch_size ? 0 : options_.first_step_batch;
+  // No ramp where pushes wait for the others' ("fresh"): an early half push
+  // would only wait for them, and put the worker a step out of their pace.
+  const int64_t ramp_rows = sync_ || fresh_ || options_.first_step_batch >= options_.batch_size
+                                ? 0
+                                : options_.first_step_batch;
   std::optional<Unit> ramp_rest;  // The first unit, whose rows [ramp_rows, B) are still due.
   double compute_ms = 0, window_loss = 0;
   int64_t window_steps = 0, window_tokens = 0;
@@ -277,6 +318,13 @@ absl::StatusOr<TrainingSummary> TrainingWorker::Run(
     }
     if (sync_) {  // The weights of the round this unit belongs to.
       if (absl::Status s = PullWithRecovery(); !s.ok()) return s;
+    }
+    // Shards with "+fresh" ask for weights that hold our last push: it goes
+    // out (and is applied) before this step, and the pull follows it.
+    const bool overlap = options_.overlap && !sync_ && !fresh_;
+    if (!overlap && gradient_pending) {
+      if (absl::Status s = Communicate(true); !s.ok()) return s;
+      gradient_pending = false;
     }
     binding_.LoadWeights(weights_.values);
     const std::vector<uint64_t> versions = weights_.versions;
@@ -357,9 +405,11 @@ absl::StatusOr<TrainingSummary> TrainingWorker::Run(
   if (gradient_pending) {
     if (absl::Status s = PushPending(); !s.ok()) return s;
   }
-  // Stopped between the two halves of a ramp: the unit goes back whole.
-  if (ramp_rest && work_.coordinator != nullptr) {
-    work_.coordinator->Release(ramp_rest->lessee, ramp_rest->epoch, ramp_rest->index).IgnoreError();
+  // Stopped between the two halves of a ramp, or with a unit leased ahead:
+  // the unit goes back whole.
+  for (const std::optional<Unit>& unused : {ramp_rest, leased_ahead_}) {
+    if (!unused.has_value() || work_.coordinator == nullptr) continue;
+    work_.coordinator->Release(unused->lessee, unused->epoch, unused->index).IgnoreError();
   }
   summary.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   summary.tokens_per_s = summary.tokens / std::max(summary.seconds, 1e-9);

@@ -7,6 +7,11 @@
 // for step k+1. A worker therefore trains on weights that miss its own last
 // gradient (staleness >= 1), the usual price of hiding the network.
 //
+// Shards with --staleness_method=...+fresh answer a push once it is applied
+// (averaged with the other workers' concurrent pushes) and ask for no
+// overlap: the worker pushes, pulls, then computes, on weights that hold
+// every earlier update (staleness 0 while the workers keep pace).
+//
 // When the coordinator runs sync mode there is nothing to overlap: each
 // step takes a unit of the open round, pulls the weights of that round,
 // computes, pushes (the shards hold the gradient) and commits the unit with
@@ -148,6 +153,13 @@ class TrainingWorker {
   // Returns false when the PS refused the gradient as too stale.
   absl::StatusOr<bool> PushWithRecovery(const std::string& push_id);
   absl::Status PushPending();
+  // Commits the pending unit to the coordinator once its last push was
+  // applied (or releases it when the push was dropped); coordinator errors
+  // are left to the lease (the unit is re-issued).
+  void SettleUnit(bool applied, const std::string& push_id);
+  // "fresh": leases the next unit while the pull runs, so that the step
+  // after it starts computing at once; errors leave it to NextUnit.
+  void LeaseAhead();
   // The next unit to train, or nullopt when the job is done or `stop` rose.
   absl::StatusOr<std::optional<Unit>> NextUnit(int64_t step, bool& gradient_pending,
                                                const std::atomic<bool>& stop);
@@ -160,11 +172,13 @@ class TrainingWorker {
   const TrainingOptions options_;
   const v1::DType wire_dtype_;
   const bool sync_;  // The coordinator runs --consistency=sync.
+  bool fresh_ = false;  // The last push reply asked for compute on fresh weights.
 
   WeightSnapshot weights_;  // Written by the comm task only.
   std::vector<float> gradient_;
   std::vector<uint64_t> base_versions_;  // Versions gradient_ was computed at.
   Unit pending_unit_;                    // The unit gradient_ trained.
+  std::optional<Unit> leased_ahead_;     // LeaseAhead's unit, not trained yet.
   bool pending_settles_ = true;          // Its push commits the unit (not a ramp step).
   int64_t units_committed_ = 0;
   absl::Time first_push_;

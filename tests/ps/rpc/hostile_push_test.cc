@@ -382,6 +382,11 @@ TEST_F(HostilePushTest, PushThatCarriesOtherThanItAnnouncedIsRefused) {
   ExpectStatus(SendPush({unknown, SecondHalf()}), grpc::StatusCode::NOT_FOUND,
                "partition 9999 does not exist");
 
+  v1::PushRequest named = FirstHalf("long-name");
+  named.set_worker_id(std::string(129, 'w'));
+  ExpectStatus(SendPush({named, SecondHalf()}), grpc::StatusCode::INVALID_ARGUMENT,
+               "push's worker_id has 129 bytes, more than 128");
+
   // More payload than announced is cut off at once.
   ExpectStatus(SendPush({FirstHalf("long"), SecondHalf(), SecondHalf()}),
                grpc::StatusCode::RESOURCE_EXHAUSTED,

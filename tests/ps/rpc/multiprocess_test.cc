@@ -30,8 +30,11 @@ float InitialWeight(int64_t i) { return static_cast<float>(i % 64) * 0.125f; }
 class MultiProcessTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto shards = LocalShardCluster::Start(2, {"--optimizer=sgd", "--lr=" + std::to_string(kLr)},
-                                           dir_.path());
+    // Every push applied on its own (not the default's averaging), so the
+    // weights are exactly the initial ones minus lr times every gradient.
+    auto shards = LocalShardCluster::Start(
+        2, {"--optimizer=sgd", "--lr=" + std::to_string(kLr), "--staleness_method=none"},
+        dir_.path());
     ASSERT_TRUE(shards.ok()) << shards.status();
     shards_ = *std::move(shards);
   }

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -114,6 +116,59 @@ TEST(AveragedPushesTest, TheBoundedWaitAppliesFewerAndLiveWorkersSetK) {
   EXPECT_EQ(*store->Version(0), 2u);
   w = Weights(*store);
   EXPECT_FLOAT_EQ(w[0], 1.0f - 0.5f * 1.5f - 0.5f * 2.0f);
+}
+
+// "fresh" builds on the update numbers: a push learns which averaged update
+// will hold it, and a waiter wakes exactly when that one is applied.
+TEST(AveragedPushesTest, EachPushLearnsItsUpdateAndCanWaitForIt) {
+  ShardOptions o = Sgd(0.1);
+  o.staleness.average = o.staleness.fresh = true;
+  o.staleness.average_pushes = 2;
+  auto store = Store(o);
+  auto first = PushScaled(*store, "a", 1.0f, 0);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->average_update, 1u);
+  // Not applied yet: the wait runs out.
+  EXPECT_FALSE(store->WaitForAveragedUpdate(1, absl::Now() + absl::Milliseconds(50)));
+  std::atomic<bool> woke{false};
+  std::thread waiter([&] {
+    woke = store->WaitForAveragedUpdate(1, absl::Now() + absl::Seconds(30));
+  });
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_FALSE(woke.load());
+  auto second = PushScaled(*store, "b", 1.0f, 0);  // Makes update 1.
+  waiter.join();
+  EXPECT_TRUE(woke.load());
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->average_update, 1u);
+  EXPECT_EQ(*store->Version(0), 1u);
+  // The next push goes into update 2, which the bounded wait makes alone.
+  auto third = PushScaled(*store, "c", 1.0f, 1);
+  ASSERT_TRUE(third.ok());
+  EXPECT_EQ(third->average_update, 2u);
+  EXPECT_FALSE(store->WaitForAveragedUpdate(2, absl::Now()));
+  EXPECT_TRUE(store->ApplyHeldOlderThan(absl::ZeroDuration()));
+  EXPECT_TRUE(store->WaitForAveragedUpdate(2, absl::Now()));
+  EXPECT_EQ(*store->Version(0), 2u);
+}
+
+TEST(AveragedPushesTest, ALoneWorkersPushIsAppliedOnArrival) {
+  ShardOptions o = Sgd(0.5);
+  o.staleness.average = o.staleness.fresh = true;
+  auto store = Store(o);
+  store->SetLiveWorkers(1);
+  auto pushed = PushScaled(*store, "a", 1.0f, 0);
+  ASSERT_TRUE(pushed.ok());
+  EXPECT_FALSE(pushed->averaged_later);
+  EXPECT_EQ(store->held_pushes(), 0u);
+  EXPECT_EQ(*store->Version(0), 1u);
+  EXPECT_FLOAT_EQ(Weights(*store)[1], 1.0f - 0.5f * 2.0f);
+  // A second worker: pushes are held for the average again.
+  store->SetLiveWorkers(2);
+  pushed = PushScaled(*store, "b", 1.0f, 1);
+  ASSERT_TRUE(pushed.ok());
+  EXPECT_TRUE(pushed->averaged_later);
+  EXPECT_EQ(store->held_pushes(), 1u);
 }
 
 TEST(AveragedPushesTest, ExportLeavesHeldPushIdsOut) {

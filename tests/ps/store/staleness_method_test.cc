@@ -32,10 +32,19 @@ TEST(StalenessMethodTest, ParsesJoinedSpecsAndRefusesBadOnes) {
   EXPECT_TRUE(c.average);
   EXPECT_FALSE(c.worker_warmup);
   EXPECT_EQ(DescribeStaleness(c), "none+avg(k=live,wait=1000ms)");
+  EXPECT_FALSE(c.fresh);
+  // "fresh" implies "avg", alone or next to it, in either order.
+  for (const char* fresh : {"fresh", "avg+fresh", "fresh+avg"}) {
+    ASSERT_TRUE(ParseStalenessSpec(fresh, &c).ok()) << fresh;
+    EXPECT_TRUE(c.average && c.fresh) << fresh;
+    EXPECT_EQ(DescribeStaleness(c), "none+avg(k=live,wait=1000ms)+fresh") << fresh;
+  }
   ASSERT_TRUE(ParseStalenessSpec("momentum", &c).ok());
   EXPECT_EQ(c.method, StalenessMethod::kMomentum);
   EXPECT_FALSE(c.average);
-  for (const char* bad : {"dc+lr", "avg+avg", "", "dc+", "avg+Warmup", "momentum+x"}) {
+  EXPECT_FALSE(c.fresh);
+  for (const char* bad :
+       {"dc+lr", "avg+avg", "", "dc+", "avg+Warmup", "momentum+x", "fresh+fresh", "Fresh"}) {
     StalenessConfig unchanged;
     unchanged.average = true;
     EXPECT_EQ(ParseStalenessSpec(bad, &unchanged).code(), absl::StatusCode::kInvalidArgument)

@@ -3,6 +3,10 @@
 // push is applied exactly once (the shard's applied count equals the pushes
 // the trainers made, none held at the end), updates are fewer than pushes,
 // and the trainers' start lines name the method the shard reports in Stats.
+// Then the default, "fresh", on two shards: the trainers compute on weights
+// that hold every earlier update (staleness ~0, where overlapped async
+// trainers run at >= 1), and shard 1, which has no coordinator, averages
+// too (it counts the clients that push to it).
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
@@ -68,6 +72,58 @@ TEST(AveragedPushTest, TwoTrainersPushesAreAppliedOnceEachInAveragedUpdates) {
   EXPECT_GE(s.global_step() * 2, s.pushes_applied());
   EXPECT_LT(s.global_step(), s.pushes_applied());
   for (const v1::PartitionStats& p : s.partitions()) EXPECT_EQ(p.version(), s.global_step());
+}
+
+TEST(AveragedPushTest, DefaultFreshTrainersComputeOnWeightsHoldingEveryUpdate) {
+  testing::TempDir dir;
+  auto tokens = testing::MakeTokenFile(dir.path(), 8000);
+  ASSERT_TRUE(tokens.ok()) << tokens.status();
+  auto shards = testing::LocalShardCluster::Start(
+      2,
+      [](int index, const std::string&) {
+        std::vector<std::string> flags = {"--optimizer=adamw", "--lr=1e-3"};
+        if (index > 0) return flags;  // The coordinator lives on shard 0 only.
+        flags.insert(flags.end(), {"--epochs=1", absl::StrCat("--units_per_epoch=", kUnits),
+                                   "--worker_lease_s=10"});
+        return flags;
+      },
+      dir.path());
+  ASSERT_TRUE(shards.ok()) << shards.status();
+  std::vector<std::unique_ptr<ChildProcess>> trainers;
+  for (int i = 0; i < kTrainers; ++i) {
+    auto t = ChildProcess::Start(
+        {BinaryPath("spotps-trainer"), "--ps=" + (*shards)->addresses(), "--model=tiny",
+         "--data=" + *tokens, "--batch=4", "--seq_len=32", "--threads=1",
+         absl::StrCat("--worker_index=", i), "--log_every=0", "--eval_batches=0"},
+        absl::StrCat(dir.path(), "/trainer", i, ".log"));
+    ASSERT_TRUE(t.ok()) << t.status();
+    trainers.push_back(*std::move(t));
+  }
+  double pushes = 0;
+  for (int i = 0; i < kTrainers; ++i) {
+    auto code = trainers[i]->Wait(absl::Seconds(240));
+    const std::string log = ReadFile(absl::StrCat(dir.path(), "/trainer", i, ".log")).value_or("");
+    ASSERT_TRUE(code.ok() && *code == 0) << log;
+    EXPECT_NE(log.find("staleness_method=none+avg(k=live,wait=1000ms)+fresh"), std::string::npos)
+        << log;
+    ASSERT_EQ(LogField(log, "dropped"), 0) << log;
+    // Only a push that an update left out (a trainer starting late, or
+    // one slower than the wait) is stale at all.
+    EXPECT_LT(LogField(log, "staleness"), 0.5) << log;
+    pushes += LogField(log, "steps");
+  }
+  EXPECT_EQ(pushes, kUnits);  // No join ramp where pushes wait for each other.
+  auto cluster = Cluster::Connect((*shards)->addresses());
+  ASSERT_TRUE(cluster.ok());
+  auto stats = (*cluster)->Stats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  for (const v1::StatsResponse& s : *stats) {
+    EXPECT_TRUE(s.compute_on_fresh_weights()) << s.shard_index();
+    EXPECT_EQ(s.pushes_applied(), static_cast<uint64_t>(pushes)) << s.shard_index();
+    EXPECT_EQ(s.pushes_duplicate(), 0u) << s.shard_index();
+    EXPECT_LT(s.global_step(), s.pushes_applied()) << s.shard_index();
+    EXPECT_GE(s.global_step() * 2, s.pushes_applied()) << s.shard_index();
+  }
 }
 
 }  // namespace

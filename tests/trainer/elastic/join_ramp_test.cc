@@ -34,7 +34,8 @@ class JoinRampTest : public ::testing::Test {
   }
 
   void StartShard(std::vector<std::string> flags) {
-    flags.insert(flags.begin(), {"--optimizer=adamw", "--lr=1e-3"});
+    // The ramp is for shards that apply pushes on arrival ("fresh" has none).
+    flags.insert(flags.begin(), {"--optimizer=adamw", "--lr=1e-3", "--staleness_method=none"});
     auto shards = testing::LocalShardCluster::Start(1, flags, dir_.path());
     ASSERT_TRUE(shards.ok()) << shards.status();
     shards_ = *std::move(shards);
