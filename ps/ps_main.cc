@@ -109,11 +109,6 @@ ABSL_FLAG(std::string, metrics_listen, "",
 
 namespace {
 
-// A worker that has not pushed for this long no longer counts as live on a
-// shard without the coordinator: many steps of any model we train, and
-// short enough that a dead worker holds "avg"'s updates up only briefly.
-constexpr absl::Duration kRecentPusherWindow = absl::Seconds(10);
-
 using spotps::RuntimeError;
 using spotps::UsageError;
 
@@ -422,9 +417,9 @@ int main(int argc, char** argv) {
                      std::chrono::seconds(absl::GetFlag(FLAGS_shutdown_grace_s)));
   });
   std::thread signal_thread([&io] { io.run(); });
-  // Async "avg" and "warmup": tell the store the live workers (the clients
-  // that pushed lately, or the coordinator's registered workers on shard 0
-  // if more), and apply held pushes that waited --average_wait_ms.
+  // Async "avg" and "warmup": tell the store the live workers (shard 0's
+  // registered workers, else the clients that push and have not fallen
+  // silent), and apply held pushes that waited --average_wait_ms.
   absl::Notification stop_async_ticks;
   std::thread async_ticks([&] {
     const spotps::StalenessConfig& how = (*store)->staleness();
@@ -434,11 +429,12 @@ int main(int argc, char** argv) {
     absl::Time next_count = absl::InfinitePast();
     while (!stop_async_ticks.WaitForNotificationWithTimeout(tick)) {
       if (absl::Now() >= next_count) {
-        // Shard 0 knows registered workers before their first push; any
-        // shard knows clients that push without registering.
+        // Shard 0's coordinator knows a registered worker before its first
+        // push and after it deregisters; clients that push without
+        // registering are counted by their pushes.
         const int registered =
             *coordinator != nullptr ? (*coordinator)->Progress().workers_size() : 0;
-        (*store)->SetLiveWorkers(std::max(registered, service.RecentWorkers(kRecentPusherWindow)));
+        (*store)->SetLiveWorkers(registered > 0 ? registered : service.RecentWorkers());
         next_count = absl::Now() + absl::Milliseconds(100);
       }
       (*store)->ApplyHeldOlderThan(wait);

@@ -59,9 +59,9 @@ class ParameterServerService final : public v1::ParameterServer::Service {
   // Ends every open Watch stream (UNAVAILABLE) and refuses new ones: call
   // before shutting the server down, so watchers do not hold it up.
   void StopWatches() { updates_.Shutdown(); }
-  // Clients (PushRequest.worker_id) whose push this shard took within
-  // `window`: the live workers of a shard without the coordinator.
-  int RecentWorkers(absl::Duration window) { return pushers_.Count(absl::Now(), window); }
+  // Clients (PushRequest.worker_id) that push to this shard and have not
+  // fallen silent (RecentPushers): its live workers as it sees them.
+  int RecentWorkers() { return pushers_.Count(absl::Now()); }
 
  private:
   grpc::Status ServePull(grpc::ServerContext* context, const v1::PullRequest* request,

@@ -8,25 +8,37 @@ namespace spotps {
 void RecentPushers::Record(absl::string_view client, absl::Time now) {
   if (client.empty()) return;
   absl::MutexLock lock(&mu_);
-  auto it = last_push_.find(client);
-  if (it != last_push_.end()) {
-    it->second = std::max(it->second, now);
+  auto it = clients_.find(client);
+  if (it != clients_.end()) {
+    Client& c = it->second;
+    const absl::Duration interval = std::max(now - c.last, absl::ZeroDuration());
+    // An exponential mean over ~4 pushes: follows a step time that changes.
+    c.mean_interval = c.mean_interval == absl::InfiniteDuration()
+                          ? interval
+                          : c.mean_interval + (interval - c.mean_interval) / 4;
+    c.last = std::max(c.last, now);
     return;
   }
-  if (last_push_.size() >= max_clients_) {
-    auto oldest = std::min_element(last_push_.begin(), last_push_.end(),
-                                   [](const auto& a, const auto& b) { return a.second < b.second; });
-    last_push_.erase(oldest);
+  if (clients_.size() >= options_.max_clients) {
+    auto oldest = std::min_element(clients_.begin(), clients_.end(), [](const auto& a, const auto& b) {
+      return a.second.last < b.second.last;
+    });
+    clients_.erase(oldest);
   }
-  last_push_.emplace(client, now);
+  clients_.emplace(client, Client{now});
 }
 
-int RecentPushers::Count(absl::Time now, absl::Duration window) {
+absl::Duration RecentPushers::Silence(const Client& c) const {
+  if (c.mean_interval == absl::InfiniteDuration()) return options_.unknown_silence;
+  return std::max(options_.min_silence, 3 * c.mean_interval);
+}
+
+int RecentPushers::Count(absl::Time now) {
   absl::MutexLock lock(&mu_);
-  for (auto it = last_push_.begin(); it != last_push_.end();) {
-    it = now - it->second > window ? last_push_.erase(it) : std::next(it);
+  for (auto it = clients_.begin(); it != clients_.end();) {
+    it = now - it->second.last > Silence(it->second) ? clients_.erase(it) : std::next(it);
   }
-  return static_cast<int>(last_push_.size());
+  return static_cast<int>(clients_.size());
 }
 
 }  // namespace spotps

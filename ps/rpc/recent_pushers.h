@@ -1,6 +1,6 @@
-// RecentPushers: the clients that pushed to a shard lately, so that a shard
-// without the coordinator (every shard but 0) can count the live workers
-// that size "avg"'s k and "warmup"'s length.
+// RecentPushers: the clients that push to a shard and still look alive, so
+// that a shard can count the live workers that size "avg"'s k and
+// "warmup"'s length without asking the coordinator.
 #ifndef SPOTPS_PS_RPC_RECENT_PUSHERS_H_
 #define SPOTPS_PS_RPC_RECENT_PUSHERS_H_
 
@@ -15,24 +15,38 @@
 
 namespace spotps {
 
-// Owns the time of each named client's last push. Promises: at most
-// `max_clients` names are kept (the longest silent one makes room), so a
-// client inventing names costs bounded memory. Thread-safe.
+// Owns each named client's last push time and its mean interval between
+// pushes. A client counts as live until it has been silent for three of its
+// intervals (at least `min_silence`), or for `unknown_silence` while it has
+// pushed only once. Promises: at most `max_clients` names are kept (the
+// longest silent one makes room), so a client inventing names costs bounded
+// memory. Thread-safe.
 class RecentPushers {
  public:
-  explicit RecentPushers(size_t max_clients = 4096) : max_clients_(max_clients) {}
+  struct Options {
+    size_t max_clients = 4096;
+    absl::Duration min_silence = absl::Seconds(1);
+    absl::Duration unknown_silence = absl::Seconds(10);
+  };
+  RecentPushers() : RecentPushers(Options()) {}
+  explicit RecentPushers(const Options& options) : options_(options) {}
 
   // Records a push by `client` (PushRequest.worker_id) at `now`; an empty
   // name is not counted.
   void Record(absl::string_view client, absl::Time now);
-  // The clients that pushed within `window` before `now`; forgets the
-  // others.
-  int Count(absl::Time now, absl::Duration window);
+  // The clients live at `now`; forgets the others.
+  int Count(absl::Time now);
 
  private:
-  const size_t max_clients_;
+  struct Client {
+    absl::Time last;
+    absl::Duration mean_interval = absl::InfiniteDuration();  // Until a second push.
+  };
+  absl::Duration Silence(const Client& c) const;
+
+  const Options options_;
   absl::Mutex mu_;
-  std::map<std::string, absl::Time, std::less<>> last_push_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Client, std::less<>> clients_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace spotps

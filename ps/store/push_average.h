@@ -1,5 +1,5 @@
 // PushAverage: async gradients a shard holds between their arrival and the
-// one averaged update they join (--staleness_method=...+avg).
+// one averaged update they join (--staleness_method=...+avg, +fresh).
 #ifndef SPOTPS_PS_STORE_PUSH_AVERAGE_H_
 #define SPOTPS_PS_STORE_PUSH_AVERAGE_H_
 
@@ -10,30 +10,36 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "ps/store/payload_range.h"
+#include "ps/store/round_buffer.h"
 #include "spotps/v1/parameter_server.pb.h"
 
 namespace spotps {
 
-// Owns running FP32 sums per partition of the pushes held since the last
-// Take, with each partition's contribution count and summed base versions.
+// Owns a copy of each push held since the last Take (as sync rounds hold
+// theirs: the averaging itself waits for the update, when trainers wait
+// too), with each partition's contribution count and summed base versions.
 // Promises: a held push is in exactly one Batch; a partition's mean counts
 // only the pushes that carried it (elements a push did not carry count as
 // zero gradient). Not thread-safe: the ShardStore serializes access.
 class PushAverage {
  public:
   struct Batch {
-    std::vector<std::vector<float>> sums;  // By partition id; empty if none held.
-    std::vector<uint32_t> counts;          // Pushes that carried the partition.
-    std::vector<uint64_t> base_sum;        // Their base versions, summed.
-    std::vector<std::string> push_ids;     // In arrival order.
+    std::vector<RoundBuffer::Gradient> gradients;  // In arrival order.
+    std::vector<uint32_t> counts;                  // By partition id: pushes that carried it.
+    std::vector<uint64_t> base_sum;                // Their base versions, summed.
+    std::vector<std::string> push_ids;             // In arrival order.
+
+    // The mean of the held gradients' partition `id` (n elements) into out.
+    void MeanInto(uint32_t id, int64_t n, float* out) const;
   };
 
-  // `partition_sizes[id]`: elements of partition id (0 where not owned).
-  explicit PushAverage(std::vector<int64_t> partition_sizes);
+  explicit PushAverage(size_t num_partitions);
 
-  // Adds one validated push (owned partitions, in bounds, no overlaps).
-  void Add(absl::string_view push_id, v1::DType dtype, const std::vector<PayloadRange>& ranges,
-           absl::Time now);
+  // Adds one validated push (owned partitions, in bounds, no overlaps):
+  // its ranges' base versions and `copy`, RoundBuffer::Copy of the ranges
+  // (made by the caller, outside its lock).
+  void Add(absl::string_view push_id, const std::vector<PayloadRange>& ranges,
+           RoundBuffer::Gradient copy, absl::Time now);
   size_t pushes() const { return held_.push_ids.size(); }
   // Arrival of the oldest held push (InfiniteFuture when none is held).
   absl::Time oldest() const { return oldest_; }
@@ -42,7 +48,9 @@ class PushAverage {
   Batch Take();
 
  private:
-  const std::vector<int64_t> sizes_;
+  Batch Empty() const;
+
+  const size_t num_partitions_;
   Batch held_;
   absl::Time oldest_ = absl::InfiniteFuture();
 };

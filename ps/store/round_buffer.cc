@@ -27,21 +27,25 @@ absl::StatusOr<bool> RoundBuffer::Add(absl::string_view push_id, Gradient gradie
   return true;
 }
 
+bool RoundBuffer::AddPartitionInto(const Gradient& g, uint32_t partition, float* out) {
+  auto pieces = g.partitions.find(partition);
+  if (pieces == g.partitions.end()) return false;
+  const size_t width = WireBytesPerElement(g.dtype);
+  std::vector<float> decoded;
+  for (const Gradient::Piece& piece : pieces->second) {
+    const int64_t count = static_cast<int64_t>(piece.bytes.size() / width);
+    decoded.resize(count);
+    DecodeToFp32(g.dtype, piece.bytes, count, decoded.data()).IgnoreError();  // Validated.
+    float* dst = out + piece.offset;
+    for (int64_t i = 0; i < count; ++i) dst[i] += decoded[i];
+  }
+  return true;
+}
+
 void RoundBuffer::MeanInto(const std::vector<std::string>& sorted_ids, uint32_t partition,
                            int64_t n, float* out) const {
   std::fill(out, out + n, 0.0f);
-  std::vector<float> decoded;
-  for (const std::string& id : sorted_ids) {
-    const Gradient& g = held_.at(id);
-    const size_t width = WireBytesPerElement(g.dtype);
-    for (const Gradient::Piece& piece : g.partitions.at(partition)) {
-      const int64_t count = static_cast<int64_t>(piece.bytes.size() / width);
-      decoded.resize(count);
-      DecodeToFp32(g.dtype, piece.bytes, count, decoded.data()).IgnoreError();  // Validated.
-      float* dst = out + piece.offset;
-      for (int64_t i = 0; i < count; ++i) dst[i] += decoded[i];
-    }
-  }
+  for (const std::string& id : sorted_ids) AddPartitionInto(held_.at(id), partition, out);
   const float k = static_cast<float>(sorted_ids.size());
   for (int64_t i = 0; i < n; ++i) out[i] /= k;
 }

@@ -30,8 +30,11 @@ class RoundBuffer {
     v1::DType dtype = v1::DTYPE_FP32;
     std::map<uint32_t, std::vector<Piece>> partitions;
   };
-  // Copies validated ranges (whole partitions, no overlaps).
+  // Copies validated ranges (no overlaps; whole partitions in sync mode).
   static Gradient Copy(v1::DType dtype, const std::vector<PayloadRange>& ranges);
+  // Adds g's pieces of `partition`, decoded to FP32, into `out` (the
+  // partition's elements); false if g carries none of the partition.
+  static bool AddPartitionInto(const Gradient& g, uint32_t partition, float* out);
 
   explicit RoundBuffer(size_t capacity) : capacity_(capacity) {}
 

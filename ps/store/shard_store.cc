@@ -557,10 +557,10 @@ float ShardStore::ConfiguredMomentum() const {
 
 size_t ShardStore::AverageTarget() const {
   if (staleness_.average_pushes > 0) return static_cast<size_t>(staleness_.average_pushes);
+  // Unknown: nobody pushed lately (the count follows pushes within 100 ms),
+  // so this push's client is alone.
   const int live = live_workers_.load(std::memory_order_relaxed);
-  // Unknown (a shard without the coordinator): the bounded wait alone
-  // decides, i.e. everything that arrives within average_wait_ms.
-  return live > 0 ? static_cast<size_t>(live) : size_t{1024};
+  return live > 0 ? static_cast<size_t>(live) : size_t{1};
 }
 
 size_t ShardStore::held_pushes() const {
@@ -584,14 +584,11 @@ PushOutcome ShardStore::HoldForAverage(absl::string_view push_id, v1::DType dtyp
     outcome.staleness.push_back(staleness);
   }
   bool full = false;
+  RoundBuffer::Gradient copy = RoundBuffer::Copy(dtype, ranges);
   {
     absl::MutexLock lock(&average_mu_);
-    if (average_ == nullptr) {
-      std::vector<int64_t> sizes(map_.partitions().size(), 0);
-      for (uint32_t id : owned_partitions()) sizes[id] = map_.partitions()[id].num_elements;
-      average_ = std::make_unique<PushAverage>(std::move(sizes));
-    }
-    average_->Add(push_id, dtype, ranges, absl::Now());
+    if (average_ == nullptr) average_ = std::make_unique<PushAverage>(map_.partitions().size());
+    average_->Add(push_id, ranges, std::move(copy), absl::Now());
     outcome.average_update = averages_taken_ + 1;
     full = average_->pushes() >= AverageTarget();
   }
@@ -637,12 +634,12 @@ void ShardStore::ApplyAverage(PushAverage::Batch batch) {
   const uint64_t step = global_step_.fetch_add(1);
   const double lr = schedule_.At(step);
   float* state[2] = {nullptr, nullptr};
-  for (uint32_t id = 0; id < batch.sums.size(); ++id) {
+  std::vector<float> mean;  // One partition at a time: stays in cache for the optimizer.
+  for (uint32_t id = 0; id < batch.counts.size(); ++id) {
     const uint32_t count = batch.counts[id];
     if (count == 0) continue;
-    std::vector<float>& mean = batch.sums[id];
-    const float inverse = 1.0f / static_cast<float>(count);
-    for (float& x : mean) x *= inverse;
+    mean.resize(map_.partitions()[id].num_elements);
+    batch.MeanInto(id, static_cast<int64_t>(mean.size()), mean.data());
     // The update's base: the contributions' mean base version.
     const uint64_t base = (batch.base_sum[id] + count / 2) / count;
     PartitionState& p = *partitions_[id];

@@ -49,6 +49,10 @@ ABSL_FLAG(int, rounds, 2,
           "so a burst of load from other processes hits both sides alike.");
 ABSL_FLAG(int, shard_nice, 10, "spotps-ps --nice for the co-located shard of the PS run.");
 ABSL_FLAG(int, transfer_nice, 10, "TrainingOptions::transfer_nice of the PS run's trainer.");
+ABSL_FLAG(std::string, staleness_method, "none",
+          "The shard's --staleness_method for the PS and join runs. none: pushes applied on "
+          "arrival, so the trainer hides pull and push behind compute; fresh (spotps-ps's "
+          "default) adds them to each step.");
 ABSL_FLAG(int, join_runs, 3, "spotps-trainer processes timed from start to first push.");
 ABSL_FLAG(std::string, join_flags, "",
           "Extra flags for those trainers, comma-separated (e.g. --first_step_batch=0).");
@@ -118,7 +122,8 @@ absl::StatusOr<double> PsTokensPerSecond(const GptConfig& config, const TokenDat
   auto shards =
       testing::LocalShardCluster::Start(1,
                                         {"--optimizer=adamw", absl::StrCat("--lr=", kLr),
-                                         absl::StrCat("--nice=", absl::GetFlag(FLAGS_shard_nice))},
+                                         absl::StrCat("--nice=", absl::GetFlag(FLAGS_shard_nice)),
+                                         "--staleness_method=" + absl::GetFlag(FLAGS_staleness_method)},
                                         dir);
   if (!shards.ok()) return shards.status();
   auto cluster = Cluster::Connect((*shards)->addresses());
@@ -187,7 +192,10 @@ absl::StatusOr<double> TorchTokensPerSecond(int threads, const std::string& dir)
 // of their first_push_s (process start to first applied push).
 absl::StatusOr<double> JoinSeconds(int threads, const std::string& tokens, const std::string& dir) {
   auto shards =
-      testing::LocalShardCluster::Start(1, {"--optimizer=adamw", absl::StrCat("--lr=", kLr)}, dir);
+      testing::LocalShardCluster::Start(1,
+                                        {"--optimizer=adamw", absl::StrCat("--lr=", kLr),
+                                         "--staleness_method=" + absl::GetFlag(FLAGS_staleness_method)},
+                                        dir);
   if (!shards.ok()) return shards.status();
   std::vector<double> joins;
   for (int run = 0; run <= std::max(1, absl::GetFlag(FLAGS_join_runs)); ++run) {

@@ -1,4 +1,4 @@
-// RecentPushers: the count of clients that pushed within a window, with
+// RecentPushers: which clients still count as live, by their own pace, with
 // bounded memory against a client that invents names.
 #include "ps/rpc/recent_pushers.h"
 
@@ -9,29 +9,53 @@
 namespace spotps {
 namespace {
 
-TEST(RecentPushersTest, CountsDistinctClientsWithinTheWindow) {
+const absl::Time t0 = absl::FromUnixSeconds(1000);
+
+absl::Time At(double seconds) { return t0 + absl::Seconds(seconds); }
+
+TEST(RecentPushersTest, AClientIsLiveForThreeOfItsIntervals) {
   RecentPushers pushers;
-  const absl::Time t0 = absl::FromUnixSeconds(1000);
-  pushers.Record("a", t0);
-  pushers.Record("b", t0 + absl::Seconds(1));
-  pushers.Record("a", t0 + absl::Seconds(2));  // Same client again.
-  pushers.Record("", t0 + absl::Seconds(2));   // Unnamed: not counted.
-  EXPECT_EQ(pushers.Count(t0 + absl::Seconds(3), absl::Seconds(10)), 2);
-  // b's last push falls out of the window first; a's later one keeps it.
-  EXPECT_EQ(pushers.Count(t0 + absl::Seconds(11.5), absl::Seconds(10)), 1);
-  EXPECT_EQ(pushers.Count(t0 + absl::Seconds(13), absl::Seconds(10)), 0);
+  for (double t : {0.0, 2.0, 4.0}) pushers.Record("every-2s", At(t));
+  pushers.Record("a", At(4.0));
+  pushers.Record("a", At(4.1));  // Every 0.1 s: the 1 s floor applies.
+  pushers.Record("", At(4.1));   // Unnamed: not counted.
+  EXPECT_EQ(pushers.Count(At(4.5)), 2);
+  EXPECT_EQ(pushers.Count(At(5.2)), 1);   // "a" silent > 1 s.
+  EXPECT_EQ(pushers.Count(At(9.9)), 1);   // "every-2s" silent < 3 x 2 s.
+  EXPECT_EQ(pushers.Count(At(10.1)), 0);  // Now > 6 s.
   // A forgotten client counts again once it pushes.
-  pushers.Record("b", t0 + absl::Seconds(14));
-  EXPECT_EQ(pushers.Count(t0 + absl::Seconds(14), absl::Seconds(10)), 1);
+  pushers.Record("a", At(11));
+  EXPECT_EQ(pushers.Count(At(11)), 1);
+}
+
+TEST(RecentPushersTest, AOneOffPusherCountsForTheUnknownSilence) {
+  RecentPushers::Options options;
+  options.unknown_silence = absl::Seconds(10);
+  RecentPushers pushers(options);
+  pushers.Record("once", At(0));
+  EXPECT_EQ(pushers.Count(At(9.5)), 1);
+  EXPECT_EQ(pushers.Count(At(10.5)), 0);
+}
+
+TEST(RecentPushersTest, TheMeanIntervalFollowsAChangedPace) {
+  RecentPushers pushers;
+  double t = 0;
+  for (int i = 0; i < 5; ++i, t += 10) pushers.Record("slowing", At(t));  // Every 10 s.
+  t -= 10;
+  for (int i = 0; i < 20; ++i) pushers.Record("slowing", At(t += 0.1));  // Then every 0.1 s.
+  EXPECT_EQ(pushers.Count(At(t + 0.9)), 1);
+  EXPECT_EQ(pushers.Count(At(t + 1.5)), 0);  // Silence now judged by the new pace.
 }
 
 TEST(RecentPushersTest, KeepsAtMostItsLimitDroppingTheLongestSilent) {
-  RecentPushers pushers(/*max_clients=*/3);
-  const absl::Time t0 = absl::FromUnixSeconds(1000);
-  for (int i = 0; i < 100; ++i) pushers.Record(absl::StrCat("made-up-", i), t0 + absl::Seconds(i));
-  EXPECT_EQ(pushers.Count(t0 + absl::Seconds(100), absl::Hours(1)), 3);
-  // The three kept are the latest: only 97..99 pushed in the last 3.5 s.
-  EXPECT_EQ(pushers.Count(t0 + absl::Seconds(100), absl::Seconds(3.5)), 3);
+  RecentPushers::Options options;
+  options.max_clients = 3;
+  RecentPushers pushers(options);
+  for (int i = 0; i < 100; ++i) pushers.Record(absl::StrCat("made-up-", i), At(i * 0.01));
+  // Only the three latest are kept: all are still within the unknown silence.
+  EXPECT_EQ(pushers.Count(At(1)), 3);
+  for (int i = 97; i < 100; ++i) pushers.Record(absl::StrCat("made-up-", i), At(1.5));
+  EXPECT_EQ(pushers.Count(At(2)), 3);  // The same three: each now has an interval.
 }
 
 }  // namespace
