@@ -146,12 +146,26 @@ absl::StatusOr<bool> TrainingWorker::PushWithRecovery(const std::string& push_id
   }
 }
 
-absl::Status TrainingWorker::PushPending() {
+absl::Status TrainingWorker::PushPending() { return PushThen(nullptr); }
+
+absl::Status TrainingWorker::PushThen(const std::function<absl::Status()>& alongside_settle) {
   const std::string push_id = cluster_->NewPushId();  // Kept across retries.
   absl::StatusOr<bool> applied = PushWithRecovery(push_id);
   if (!applied.ok()) return applied.status();
-  SettleUnit(*applied, push_id);
-  return absl::OkStatus();
+  if (alongside_settle == nullptr) {
+    SettleUnit(*applied, push_id);
+    return absl::OkStatus();
+  }
+  // The unit's commit and `alongside_settle` (the pull) go to different
+  // places (the coordinator, the shards) and need not wait for each other;
+  // a "fresh" step also leases its next unit meanwhile.
+  std::future<void> settled = std::async(std::launch::async, [this, applied, &push_id] {
+    SettleUnit(*applied, push_id);
+    if (fresh_ && !leased_ahead_.has_value()) LeaseAhead();
+  });
+  absl::Status alongside = alongside_settle();
+  settled.get();
+  return alongside;
 }
 
 void TrainingWorker::SettleUnit(bool applied, const std::string& push_id) {
@@ -173,24 +187,9 @@ void TrainingWorker::SettleUnit(bool applied, const std::string& push_id) {
 
 absl::Status TrainingWorker::Communicate(bool push) {
   // Sync mode pulls once the next round opens, not before.
-  if (!push) return sync_ ? absl::OkStatus() : PullWithRecovery();
-  const std::string push_id = cluster_->NewPushId();  // Kept across retries.
-  absl::StatusOr<bool> applied = PushWithRecovery(push_id);
-  if (!applied.ok()) return applied.status();
-  if (sync_) {
-    SettleUnit(*applied, push_id);
-    return absl::OkStatus();
-  }
-  // The unit's commit and the pull go to different places (the coordinator,
-  // the shards) and need not wait for each other: a "fresh" step waits for
-  // both before it computes.
-  std::future<void> settled = std::async(std::launch::async, [this, applied, &push_id] {
-    SettleUnit(*applied, push_id);
-    if (fresh_ && !leased_ahead_.has_value()) LeaseAhead();
-  });
-  absl::Status pulled = PullWithRecovery();
-  settled.get();
-  return pulled;
+  if (sync_) return push ? PushPending() : absl::OkStatus();
+  if (!push) return PullWithRecovery();
+  return PushThen([this] { return PullWithRecovery(); });
 }
 
 void TrainingWorker::LeaseAhead() {

@@ -153,6 +153,9 @@ class TrainingWorker {
   // Returns false when the PS refused the gradient as too stale.
   absl::StatusOr<bool> PushWithRecovery(const std::string& push_id);
   absl::Status PushPending();
+  // Pushes gradient_, then settles the unit, alongside `alongside_settle`
+  // if given; its status, or the push's error.
+  absl::Status PushThen(const std::function<absl::Status()>& alongside_settle);
   // Commits the pending unit to the coordinator once its last push was
   // applied (or releases it when the push was dropped); coordinator errors
   // are left to the lease (the unit is re-issued).

@@ -25,6 +25,32 @@ using testing::LogField;
 
 constexpr int kTrainers = 2, kUnits = 30;
 
+// Runs kTrainers trainer processes against `addresses` to the end of the
+// job; their logs, or the log of one that failed.
+absl::StatusOr<std::vector<std::string>> RunTrainers(const std::string& addresses,
+                                                     const std::string& tokens,
+                                                     const std::string& dir) {
+  std::vector<std::unique_ptr<ChildProcess>> trainers;
+  for (int i = 0; i < kTrainers; ++i) {
+    auto t = ChildProcess::Start(
+        {BinaryPath("spotps-trainer"), "--ps=" + addresses, "--model=tiny", "--data=" + tokens,
+         "--batch=4", "--seq_len=32", "--threads=1", absl::StrCat("--worker_index=", i),
+         "--log_every=0", "--eval_batches=0"},
+        absl::StrCat(dir, "/trainer", i, ".log"));
+    if (!t.ok()) return t.status();
+    trainers.push_back(*std::move(t));
+  }
+  std::vector<std::string> logs;
+  for (int i = 0; i < kTrainers; ++i) {
+    auto code = trainers[i]->Wait(absl::Seconds(240));
+    logs.push_back(ReadFile(absl::StrCat(dir, "/trainer", i, ".log")).value_or(""));
+    if (!code.ok() || *code != 0) {
+      return absl::InternalError(absl::StrCat("trainer ", i, " failed:\n", logs.back()));
+    }
+  }
+  return logs;
+}
+
 TEST(AveragedPushTest, TwoTrainersPushesAreAppliedOnceEachInAveragedUpdates) {
   testing::TempDir dir;
   auto tokens = testing::MakeTokenFile(dir.path(), 8000);
@@ -36,21 +62,11 @@ TEST(AveragedPushTest, TwoTrainersPushesAreAppliedOnceEachInAveragedUpdates) {
        "--average_wait_ms=200"},
       dir.path());
   ASSERT_TRUE(shards.ok()) << shards.status();
-  std::vector<std::unique_ptr<ChildProcess>> trainers;
-  for (int i = 0; i < kTrainers; ++i) {
-    auto t = ChildProcess::Start(
-        {BinaryPath("spotps-trainer"), "--ps=" + (*shards)->addresses(), "--model=tiny",
-         "--data=" + *tokens, "--batch=4", "--seq_len=32", "--threads=1",
-         absl::StrCat("--worker_index=", i), "--log_every=0", "--eval_batches=0"},
-        absl::StrCat(dir.path(), "/trainer", i, ".log"));
-    ASSERT_TRUE(t.ok()) << t.status();
-    trainers.push_back(*std::move(t));
-  }
+  absl::StatusOr<std::vector<std::string>> logs =
+      RunTrainers((*shards)->addresses(), *tokens, dir.path());
+  ASSERT_TRUE(logs.ok()) << logs.status();
   double pushes = 0;
-  for (int i = 0; i < kTrainers; ++i) {
-    auto code = trainers[i]->Wait(absl::Seconds(240));
-    const std::string log = ReadFile(absl::StrCat(dir.path(), "/trainer", i, ".log")).value_or("");
-    ASSERT_TRUE(code.ok() && *code == 0) << log;
+  for (const std::string& log : *logs) {
     EXPECT_NE(log.find("staleness_method=none+avg(k=2,wait=200ms)"), std::string::npos) << log;
     ASSERT_EQ(LogField(log, "dropped"), 0) << log;
     pushes += LogField(log, "steps");
@@ -89,21 +105,11 @@ TEST(AveragedPushTest, DefaultFreshTrainersComputeOnWeightsHoldingEveryUpdate) {
       },
       dir.path());
   ASSERT_TRUE(shards.ok()) << shards.status();
-  std::vector<std::unique_ptr<ChildProcess>> trainers;
-  for (int i = 0; i < kTrainers; ++i) {
-    auto t = ChildProcess::Start(
-        {BinaryPath("spotps-trainer"), "--ps=" + (*shards)->addresses(), "--model=tiny",
-         "--data=" + *tokens, "--batch=4", "--seq_len=32", "--threads=1",
-         absl::StrCat("--worker_index=", i), "--log_every=0", "--eval_batches=0"},
-        absl::StrCat(dir.path(), "/trainer", i, ".log"));
-    ASSERT_TRUE(t.ok()) << t.status();
-    trainers.push_back(*std::move(t));
-  }
+  absl::StatusOr<std::vector<std::string>> logs =
+      RunTrainers((*shards)->addresses(), *tokens, dir.path());
+  ASSERT_TRUE(logs.ok()) << logs.status();
   double pushes = 0;
-  for (int i = 0; i < kTrainers; ++i) {
-    auto code = trainers[i]->Wait(absl::Seconds(240));
-    const std::string log = ReadFile(absl::StrCat(dir.path(), "/trainer", i, ".log")).value_or("");
-    ASSERT_TRUE(code.ok() && *code == 0) << log;
+  for (const std::string& log : *logs) {
     EXPECT_NE(log.find("staleness_method=none+avg(k=live,wait=1000ms)+fresh"), std::string::npos)
         << log;
     ASSERT_EQ(LogField(log, "dropped"), 0) << log;
