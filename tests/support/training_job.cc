@@ -25,6 +25,7 @@ absl::Status TrainingJob::StartShards(bool durable) {
         std::vector<std::string> f = {"--optimizer=adamw", "--lr=2e-3", "--warmup_steps=10",
                                       "--consistency=" + options_.consistency};
         if (durable) f.push_back(absl::StrCat("--checkpoint_dir=", dir_, "/ckpt", i));
+        f.insert(f.end(), options_.shard_flags.begin(), options_.shard_flags.end());
         if (i == 0) {  // Shard 0 coordinates and drives checkpoint and sync rounds.
           f.insert(f.end(), {absl::StrCat("--epochs=", options_.epochs),
                              absl::StrCat("--units_per_epoch=", options_.units_per_epoch),

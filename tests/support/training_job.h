@@ -24,6 +24,8 @@ struct JobOptions {
   int seq_len = 64;
   // Passed to every trainer after the others (e.g. --rpc_deadline_s=3).
   std::vector<std::string> trainer_flags;
+  // Passed to every shard after the others.
+  std::vector<std::string> shard_flags;
 };
 
 // Owns the job's processes; their logs and checkpoints go to `dir`.
