@@ -14,14 +14,22 @@
 //    that AdamW's in-place writes do not), so against it a ratio above 1
 //    measured nothing.
 //
-// Last line: transport_ratio=R1 apply_ratio=R2 where
+//  - CPU: the core-seconds each byte costs, summed over every process
+//    involved (the client and both shards; the two raw TCP processes), so
+//    a run that is bound by the machine's cores says so.
+//
+// Last line: transport_ratio=R1 apply_ratio=R2 cpu_vs_tcp=C busy_cores=B where
 //   R1 = (pull + push bytes) / (pull + push seconds), 128M model, 1 client,
-//        divided by raw TCP bytes/s;
+//        divided by raw TCP bytes/s; both sides keep their best repetition;
 //   R2 = AdamW bytes touched/s divided by the same-bytes streaming
-//        kernel's bytes touched/s (1 thread each; at most about 1).
+//        kernel's bytes touched/s (1 thread each; at most about 1);
+//   C  = core-seconds per byte of that pull + push over raw TCP's;
+//   B  = cores the pull + push kept busy (core-seconds / seconds), against
+//        the machine's std::thread::hardware_concurrency().
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,6 +38,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <functional>
+#include <limits>
 #include <random>
 #include <thread>
 
@@ -75,18 +86,52 @@ ModelLayout LayoutOfSize(int64_t params) {
   return *ModelLayout::Create(std::move(tensors));
 }
 
+double TimevalSeconds(const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; }
+
+// User + system CPU seconds of this process (all threads), or of the
+// calling thread alone.
+double OwnCpuSeconds(int who = RUSAGE_SELF) {
+  rusage u{};
+  getrusage(who, &u);
+  return TimevalSeconds(u.ru_utime) + TimevalSeconds(u.ru_stime);
+}
+
+// User + system CPU seconds of another process, from /proc/<pid>/stat
+// (fields 14 and 15, in clock ticks, after the parenthesised name).
+double ProcessCpuSeconds(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string line;
+  std::getline(in, line);
+  const size_t name_end = line.rfind(')');
+  if (name_end == std::string::npos) return 0;
+  std::vector<std::string> fields = absl::StrSplit(line.substr(name_end + 2), ' ');
+  double utime = 0, stime = 0;
+  if (fields.size() < 13 || !absl::SimpleAtod(fields[11], &utime) ||
+      !absl::SimpleAtod(fields[12], &stime)) {
+    return 0;
+  }
+  return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
 struct Transfer {
   double pull_bytes = 0, pull_s = 0, push_bytes = 0, push_s = 0;
+  // The fastest repetition's pull + push: its bytes and seconds.
+  double best_bytes = 0, best_s = std::numeric_limits<double>::infinity();
+  double cpu_s = 0;  // Of every process involved, over the timed repetitions.
 };
 
 // One client's repeated full pulls and pushes; returns bytes and seconds.
-absl::StatusOr<Transfer> PullPushLoop(Cluster& cluster, int reps) {
+// `cpu_now` reads the CPU seconds of every process involved.
+absl::StatusOr<Transfer> PullPushLoop(Cluster& cluster, int reps,
+                                      const std::function<double()>& cpu_now) {
   Transfer t;
+  double cpu_start = 0;
   WeightSnapshot w;
   std::vector<float> grad;
   // One untimed round first, as a trainer's buffers are warm after step one.
   for (int r = -1; r < reps; ++r) {
     w.versions.clear();  // Force a full, unconditional pull.
+    if (r == 0) cpu_start = cpu_now();
     const absl::Time p0 = absl::Now();
     if (absl::Status s = cluster.Pull(v1::DTYPE_BF16, &w); !s.ok()) return s;
     const double pull_s = Seconds(p0);
@@ -94,12 +139,18 @@ absl::StatusOr<Transfer> PullPushLoop(Cluster& cluster, int reps) {
     const absl::Time q0 = absl::Now();
     auto pushed = cluster.Push(grad, w.versions, v1::DTYPE_BF16);
     if (!pushed.ok()) return pushed.status();
+    const double push_s = Seconds(q0);
     if (r < 0) continue;
-    t.push_s += Seconds(q0);
+    t.push_s += push_s;
     t.push_bytes += static_cast<double>(pushed->bytes_sent);
     t.pull_s += pull_s;
     t.pull_bytes += static_cast<double>(w.bytes_received);
+    if (pull_s + push_s < t.best_s) {
+      t.best_s = pull_s + push_s;
+      t.best_bytes = static_cast<double>(w.bytes_received + pushed->bytes_sent);
+    }
   }
+  t.cpu_s = cpu_now() - cpu_start;
   return t;
 }
 
@@ -107,6 +158,9 @@ struct Row {
   int64_t params_m;
   int clients;
   double pull_gbps, push_gbps, combined_gbps;
+  // 1 client only (0 otherwise): the best repetition's pull + push rate,
+  // and core-seconds per GB and cores kept busy over all repetitions.
+  double best_gbps = 0, cpu_s_per_gb = 0, busy_cores = 0;
 };
 
 absl::StatusOr<std::vector<Row>> MeasureModel(int64_t params_m, int reps, const std::string& dir) {
@@ -131,12 +185,16 @@ absl::StatusOr<std::vector<Row>> MeasureModel(int64_t params_m, int reps, const 
     if (!ok.ok()) return ok.status();
   }
   if (absl::Status s = clients[1]->FetchLayout(); !s.ok()) return s;
+  auto cpu_now = [&shards] {
+    return OwnCpuSeconds() + ProcessCpuSeconds((*shards)->shard(0).pid()) +
+           ProcessCpuSeconds((*shards)->shard(1).pid());
+  };
   std::vector<Row> rows;
   for (int n : {1, 2}) {
     std::vector<absl::StatusOr<Transfer>> results(n, Transfer{});
     std::vector<std::thread> threads;
     for (int c = 0; c < n; ++c) {
-      threads.emplace_back([&, c] { results[c] = PullPushLoop(*clients[c], reps); });
+      threads.emplace_back([&, c] { results[c] = PullPushLoop(*clients[c], reps, cpu_now); });
     }
     for (auto& t : threads) t.join();
     // The clients run side by side, so aggregate rates divide all bytes by
@@ -151,18 +209,34 @@ absl::StatusOr<std::vector<Row>> MeasureModel(int64_t params_m, int reps, const 
       push_s = std::max(push_s, r->push_s);
       both_s = std::max(both_s, r->pull_s + r->push_s);
     }
-    rows.push_back(Row{params_m, n, Gbps(sum.pull_bytes, pull_s), Gbps(sum.push_bytes, push_s),
-                       Gbps(sum.pull_bytes + sum.push_bytes, both_s)});
-    std::printf("  model=%lldM clients=%d pull=%.2f GB/s push=%.2f GB/s combined=%.2f GB/s\n",
-                static_cast<long long>(params_m), n, rows.back().pull_gbps, rows.back().push_gbps,
-                rows.back().combined_gbps);
+    Row row{params_m, n, Gbps(sum.pull_bytes, pull_s), Gbps(sum.push_bytes, push_s),
+            Gbps(sum.pull_bytes + sum.push_bytes, both_s)};
+    if (n == 1) {  // With two clients their timed windows overlap: no per-client CPU.
+      row.best_gbps = Gbps(results[0]->best_bytes, results[0]->best_s);
+      row.cpu_s_per_gb = results[0]->cpu_s / ((sum.pull_bytes + sum.push_bytes) / 1e9);
+      row.busy_cores = results[0]->cpu_s / both_s;
+    }
+    rows.push_back(row);
+    std::printf(
+        "  model=%lldM clients=%d pull=%.2f GB/s push=%.2f GB/s combined=%.2f GB/s",
+        static_cast<long long>(params_m), n, row.pull_gbps, row.push_gbps, row.combined_gbps);
+    if (n == 1) {
+      std::printf(" best=%.2f GB/s cpu=%.3f core-s/GB busy=%.2f cores", row.best_gbps,
+                  row.cpu_s_per_gb, row.busy_cores);
+    }
+    std::printf("\n");
     std::fflush(stdout);
   }
   return rows;
 }
 
+struct TcpRates {
+  double best_gbps = 0;               // The fastest repetition.
+  double cpu_s_per_gb = 0, busy_cores = 0;  // Both processes, all repetitions.
+};
+
 // Raw TCP between two processes: the child reads `bytes` and answers one byte.
-absl::StatusOr<double> RawTcpGbps(int64_t bytes, int reps) {
+absl::StatusOr<TcpRates> RawTcp(int64_t bytes, int reps) {
   const int listener = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -196,7 +270,9 @@ absl::StatusOr<double> RawTcpGbps(int64_t bytes, int reps) {
     return absl::InternalError("raw TCP: cannot connect");
   }
   std::vector<char> buf(chunk, 'x');
-  double best = 0;
+  TcpRates rates;
+  double seconds = 0;
+  const double cpu_start = OwnCpuSeconds(RUSAGE_THREAD);
   for (int r = 0; r < reps; ++r) {
     const absl::Time start = absl::Now();
     for (int64_t sent = 0; sent < bytes;) {
@@ -206,12 +282,19 @@ absl::StatusOr<double> RawTcpGbps(int64_t bytes, int reps) {
     }
     char ack;
     if (read(fd, &ack, 1) != 1) return absl::InternalError("raw TCP: no ack");
-    best = std::max(best, Gbps(static_cast<double>(bytes), Seconds(start)));
+    seconds += Seconds(start);
+    rates.best_gbps = std::max(rates.best_gbps, Gbps(static_cast<double>(bytes), Seconds(start)));
   }
+  const double own_cpu = OwnCpuSeconds(RUSAGE_THREAD) - cpu_start;
   close(fd);
   int status;
-  waitpid(child, &status, 0);
-  return best;
+  rusage child_usage{};
+  wait4(child, &status, 0, &child_usage);
+  const double cpu =
+      own_cpu + TimevalSeconds(child_usage.ru_utime) + TimevalSeconds(child_usage.ru_stime);
+  rates.cpu_s_per_gb = cpu / (static_cast<double>(bytes) * reps / 1e9);
+  rates.busy_cores = cpu / seconds;
+  return rates;
 }
 
 struct ApplyRates {
@@ -316,13 +399,15 @@ int Run() {
     return std::make_pair(a.params_m, -a.clients) < std::make_pair(b.params_m, -b.clients);
   });
   const int64_t yard_bytes = largest.params_m * 1'000'000 * 2 * 2;  // BF16 pull + push.
-  auto tcp = RawTcpGbps(yard_bytes, reps);
+  auto tcp = RawTcp(yard_bytes, reps);
   if (!tcp.ok()) {
     std::fprintf(stderr, "%s\n", tcp.status().ToString().c_str());
     return 1;
   }
-  std::printf("  raw TCP loopback (1 stream, %lld MB): %.2f GB/s\n",
-              static_cast<long long>(yard_bytes / 1'000'000), *tcp);
+  std::printf("  raw TCP loopback (1 stream, %lld MB): best=%.2f GB/s cpu=%.3f core-s/GB busy=%.2f "
+              "cores (of %u)\n",
+              static_cast<long long>(yard_bytes / 1'000'000), tcp->best_gbps, tcp->cpu_s_per_gb,
+              tcp->busy_cores, std::thread::hardware_concurrency());
   auto apply = MeasureApply(absl::GetFlag(FLAGS_apply_elements_m) * 1'000'000, reps);
   if (!apply.ok()) {
     std::fprintf(stderr, "%s\n", apply.status().ToString().c_str());
@@ -332,15 +417,26 @@ int Run() {
       "  AdamW apply (BF16 grads, 1 thread): %.2f GB/s touched; same bytes, no math (1 thread): "
       "%.2f GB/s; memcpy (1 thread, reference): %.2f GB/s touched\n",
       apply->adamw_gbps, apply->stream_gbps, apply->memcpy_gbps);
-  std::printf("\n| model | clients | pull GB/s | push GB/s | pull+push GB/s |\n");
-  std::printf("|---|---|---|---|---|\n");
+  std::printf(
+      "\n| model | clients | pull GB/s | push GB/s | pull+push GB/s | best rep GB/s | core-s/GB |"
+      " busy cores |\n");
+  std::printf("|---|---|---|---|---|---|---|---|\n");
   for (const Row& r : rows) {
-    std::printf("| %lldM | %d | %.2f | %.2f | %.2f |\n", static_cast<long long>(r.params_m),
-                r.clients, r.pull_gbps, r.push_gbps, r.combined_gbps);
+    if (r.clients == 1) {
+      std::printf("| %lldM | 1 | %.2f | %.2f | %.2f | %.2f | %.3f | %.2f |\n",
+                  static_cast<long long>(r.params_m), r.pull_gbps, r.push_gbps, r.combined_gbps,
+                  r.best_gbps, r.cpu_s_per_gb, r.busy_cores);
+    } else {
+      std::printf("| %lldM | %d | %.2f | %.2f | %.2f | - | - | - |\n",
+                  static_cast<long long>(r.params_m), r.clients, r.pull_gbps, r.push_gbps,
+                  r.combined_gbps);
+    }
   }
-  std::printf("| raw TCP | - | - | - | %.2f |\n\n", *tcp);
-  std::printf("transport_ratio=%.3f apply_ratio=%.3f\n", largest.combined_gbps / *tcp,
-              apply->adamw_gbps / apply->stream_gbps);
+  std::printf("| raw TCP | - | - | - | - | %.2f | %.3f | %.2f |\n\n", tcp->best_gbps,
+              tcp->cpu_s_per_gb, tcp->busy_cores);
+  std::printf("transport_ratio=%.3f apply_ratio=%.3f cpu_vs_tcp=%.2f busy_cores=%.2f\n",
+              largest.best_gbps / tcp->best_gbps, apply->adamw_gbps / apply->stream_gbps,
+              largest.cpu_s_per_gb / tcp->cpu_s_per_gb, largest.busy_cores);
   return 0;
 }
 
