@@ -166,8 +166,9 @@ struct Row {
 absl::StatusOr<std::vector<Row>> MeasureModel(int64_t params_m, int reps, const std::string& dir) {
   // Pushes applied on arrival: the transport and the apply, not the
   // default's averaging of concurrent clients' pushes.
+  constexpr int kShards = 2;
   auto shards = testing::LocalShardCluster::Start(
-      2, {"--optimizer=adamw", "--lr=1e-4", "--staleness_method=none"}, dir);
+      kShards, {"--optimizer=adamw", "--lr=1e-4", "--staleness_method=none"}, dir);
   if (!shards.ok()) return shards.status();
   const ModelLayout layout = LayoutOfSize(params_m * 1'000'000);
   std::vector<std::unique_ptr<Cluster>> clients;
@@ -186,8 +187,9 @@ absl::StatusOr<std::vector<Row>> MeasureModel(int64_t params_m, int reps, const 
   }
   if (absl::Status s = clients[1]->FetchLayout(); !s.ok()) return s;
   auto cpu_now = [&shards] {
-    return OwnCpuSeconds() + ProcessCpuSeconds((*shards)->shard(0).pid()) +
-           ProcessCpuSeconds((*shards)->shard(1).pid());
+    double cpu = OwnCpuSeconds();
+    for (int i = 0; i < kShards; ++i) cpu += ProcessCpuSeconds((*shards)->shard(i).pid());
+    return cpu;
   };
   std::vector<Row> rows;
   for (int n : {1, 2}) {
@@ -282,8 +284,9 @@ absl::StatusOr<TcpRates> RawTcp(int64_t bytes, int reps) {
     }
     char ack;
     if (read(fd, &ack, 1) != 1) return absl::InternalError("raw TCP: no ack");
-    seconds += Seconds(start);
-    rates.best_gbps = std::max(rates.best_gbps, Gbps(static_cast<double>(bytes), Seconds(start)));
+    const double rep_s = Seconds(start);
+    seconds += rep_s;
+    rates.best_gbps = std::max(rates.best_gbps, Gbps(static_cast<double>(bytes), rep_s));
   }
   const double own_cpu = OwnCpuSeconds(RUSAGE_THREAD) - cpu_start;
   close(fd);
