@@ -16,8 +16,6 @@ std::string Num(double v) {
   return absl::StrFormat("%.6g", v);
 }
 
-std::string Num(uint64_t v) { return absl::StrCat(v); }
-
 int64_t UnixMs(absl::Time t) { return absl::ToUnixMillis(t); }
 
 std::string ShardJson(const v1::StatsResponse& s, const std::string& address,
