@@ -178,7 +178,9 @@ TEST_F(CtlTest, ThroughputCountsThePushesBetweenTwoSamples) {
   pusher.join();
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const double pushes_per_s = LogField(r.output, "pushes_per_s");
-  EXPECT_GT(pushes_per_s, 1) << r.output;
+  // At least one push between the samples; how many depends on the host's
+  // load (one push in 1.01 s, 0.99/s, under a loaded CI run).
+  EXPECT_GT(pushes_per_s, 0) << r.output;
   EXPECT_NEAR(LogField(r.output, "tokens_per_s"), 1000 * pushes_per_s, 10) << r.output;
 }
 
