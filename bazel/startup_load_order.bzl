@@ -11,12 +11,13 @@ def _startup_load_order_impl(ctx):
     script = ctx.path(Label("@//:cmake/startup_heavy_libraries.sh"))
     torch_cpu = ctx.execute(["c++", "-print-file-name=libtorch_cpu.so"]).stdout.strip()
     result = ctx.execute(["sh", str(script), torch_cpu, str(ctx.attr.count)])
-    libraries = [l for l in result.stdout.splitlines() if l] if result.return_code == 0 else []
+    linkopts = []
     if result.return_code != 0:
         print("startup_heavy_libraries.sh failed (%d); default load order" % result.return_code)
-    linkopts = []
-    if libraries:
-        linkopts = ["-Wl,--push-state,--no-as-needed"] + libraries + ["-Wl,--pop-state"]
+    else:
+        libraries = [l for l in result.stdout.splitlines() if l]
+        if libraries:
+            linkopts = ["-Wl,--push-state,--no-as-needed"] + libraries + ["-Wl,--pop-state"]
     ctx.file("BUILD", "")
     ctx.file("linkopts.bzl", "STARTUP_LINKOPTS = %r\n" % linkopts)
 

@@ -20,17 +20,23 @@ set -eu
 library=$1
 count=$2
 closure=$(ldd "$library" | awk '$2 == "=>" && $3 ~ /^\// {print $3}')
-for runtime in 'libstdc++.so.*' 'libm.so.*' 'libgcc_s.so.*' 'libc.so.*'; do
+set -f  # The patterns below are for `case`, not for the shell to expand.
+runtimes='libstdc++.so.* libm.so.* libgcc_s.so.* libc.so.*'
+is_runtime() {
+  for pattern in $runtimes; do
+    case "${1##*/}" in $pattern) return 0 ;; esac
+  done
+  return 1
+}
+for pattern in $runtimes; do
   for lib in $closure; do
-    case "$(basename "$lib")" in $runtime) echo "$lib" ;; esac
+    case "${lib##*/}" in $pattern) echo "$lib" ;; esac
   done
 done
 position=0
 echo "$closure" | while read -r lib; do
   position=$((position + 1))
-  case "$(basename "$lib")" in
-    libc.so.* | libm.so.* | libstdc++.so.* | libgcc_s.so.* | ld-linux*) continue ;;
-  esac
+  if is_runtime "$lib"; then continue; fi
   relocations=$(readelf -rW "$lib" 2>/dev/null | grep -cE '_GLOB_DAT |_64 |_ABS64 ' || true)
   echo "$((relocations * position)) $relocations $lib"
 done | sort -rn | head -n "$count" | sort -k2,2rn | awk '{print $3}'

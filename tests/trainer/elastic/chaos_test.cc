@@ -48,7 +48,9 @@ TEST(ChaosTest, PreemptionsAndAShardCrashLoseNothing) {
   auto tokens = testing::MakeTokenFile(dir.path(), 8000);
   ASSERT_TRUE(tokens.ok()) << tokens.status();
 
-  JobOptions options{kEpochs, kUnits};
+  JobOptions options;
+  options.epochs = kEpochs;
+  options.units_per_epoch = kUnits;
   // Calibrated under apply-on-arrival: under the default "fresh" the calm
   // baseline has no staleness at all, and a chaos run (a shard rolled back
   // to its checkpoint, waits for killed trainers) once ended 26% above it.

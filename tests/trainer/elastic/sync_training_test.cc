@@ -62,7 +62,11 @@ TEST(SyncTrainingTest, RoundsGoOnThroughPreemptionsAJoinAndCrashesOfBothShards) 
   testing::TempDir dir;
   auto tokens = testing::MakeTokenFile(dir.path(), 8000);
   ASSERT_TRUE(tokens.ok()) << tokens.status();
-  TrainingJob job(dir.path() + "/job", *tokens, {kEpochs, kUnits, "sync"});
+  testing::JobOptions options;
+  options.epochs = kEpochs;
+  options.units_per_epoch = kUnits;
+  options.consistency = "sync";
+  TrainingJob job(dir.path() + "/job", *tokens, options);
   const std::string& logs = job.dir();
   ASSERT_TRUE(job.StartShards(/*durable=*/true).ok());
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(job.StartTrainer().ok());
