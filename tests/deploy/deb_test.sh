@@ -57,7 +57,8 @@ done < <(sed 's/([^)]*)//g; s/, */\n/g; s/ //g' <<< "$depends")
 
 echo "== contents"
 dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|' > "$scratch/files"
-for f in /usr/bin/spotps-ps /usr/bin/spotps-trainer /usr/bin/spotps-generate \
+for f in /usr/bin/spotps-ps /usr/bin/spotps-trainer /usr/bin/spotps-trainer-core \
+    /usr/bin/spotps-generate \
     /usr/bin/spotps-tokenize /usr/bin/spotps-ctl /usr/bin/spotps-client-example \
     /usr/lib/libspotps_client.a /usr/lib/libspotps_common.a /usr/lib/libspotps_proto.a \
     /usr/lib/pkgconfig/spotps.pc /usr/lib/cmake/spotps/spotpsConfig.cmake \

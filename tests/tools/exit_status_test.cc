@@ -3,11 +3,17 @@
 // unknown flag, a stray argument or flags that do not validate exit 2.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
 #include "common/atomic_file.h"
 #include "tests/support/child_process.h"
 
@@ -51,6 +57,42 @@ TEST_F(ExitStatusTest, EveryBinaryPrintsItsVersion) {
     EXPECT_EQ(r.exit_code, 0) << name << ": " << r.output;
     EXPECT_TRUE(absl::StartsWith(r.output, absl::StrCat(name, " "))) << r.output;
   }
+}
+
+// spotps-trainer starts spotps-trainer-core with glibc's huge-page malloc,
+// unless GLIBC_TUNABLES already chooses (trainer/trainer_launcher_main.cc).
+// Returns the core's GLIBC_TUNABLES, read while it runs `--version`.
+std::string CoreTunables(const std::string& log) {
+  auto child = ChildProcess::Start({BinaryPath("spotps-trainer"), "--version"}, log);
+  EXPECT_TRUE(child.ok()) << child.status();
+  if (!child.ok()) return "(not started)";
+  const std::string proc = absl::StrCat("/proc/", (*child)->pid());
+  std::string found = "(core never seen)";
+  // The core loads LibTorch for ~0.4 s after the exec: time to look.
+  for (int i = 0; i < 2000; ++i) {
+    char exe[4096];
+    const ssize_t n = readlink((proc + "/exe").c_str(), exe, sizeof(exe));
+    if (n > 0 && absl::EndsWith(absl::string_view(exe, n), "/spotps-trainer-core")) {
+      found = "(unset)";
+      for (absl::string_view var : absl::StrSplit(ReadFile(proc + "/environ").value_or(""), '\0')) {
+        if (absl::ConsumePrefix(&var, "GLIBC_TUNABLES=")) found = std::string(var);
+      }
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  absl::StatusOr<int> code = (*child)->Wait(absl::Seconds(60));
+  EXPECT_TRUE(code.ok() && *code == 0) << ReadFile(log).value_or("");
+  return found;
+}
+
+TEST_F(ExitStatusTest, TrainerStartsItsCoreWithHugePagesUnlessTold) {
+  const std::string log = dir_.path() + "/launch.log";
+  unsetenv("GLIBC_TUNABLES");
+  EXPECT_EQ(CoreTunables(log), "glibc.malloc.hugetlb=1");
+  setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=0", 1);
+  EXPECT_EQ(CoreTunables(log), "glibc.malloc.hugetlb=0");
+  unsetenv("GLIBC_TUNABLES");
 }
 
 TEST_F(ExitStatusTest, CheckFlagsValidatesWithoutStarting) {
