@@ -161,17 +161,32 @@ TEST_F(CtlTest, JsonCarriesTheSameNumbers) {
 }
 
 TEST_F(CtlTest, ThroughputCountsThePushesBetweenTwoSamples) {
-  auto shards = StartTrainedShards(2, {"--optimizer=sgd", "--lr=0.1"});
+  // Pushes applied on arrival: under the default `fresh` the shards still
+  // count the client that trained them as live (10 s after its last push),
+  // so each of this pusher's pushes waited out --average_wait_ms for it and
+  // a 1 s sample often saw no update at all.
+  auto shards =
+      StartTrainedShards(2, {"--optimizer=sgd", "--lr=0.1", "--staleness_method=none"});
   ASSERT_NE(shards, nullptr);
   std::atomic<bool> stop{false};
+  std::atomic<int> pushes{0};
   std::thread pusher([&] {
     auto cluster = Cluster::Connect(shards->addresses());
     ASSERT_TRUE(cluster.ok() && (*cluster)->FetchLayout().ok());
     while (!stop) {
       EXPECT_TRUE(PushOnce(**cluster).ok());
+      ++pushes;
       absl::SleepFor(absl::Milliseconds(20));
     }
   });
+  // Sample only once pushes flow: under a loaded CI run the pusher's
+  // connect once took longer than the whole 1 s sample.
+  for (int i = 0; i < 3000 && pushes < 2; ++i) absl::SleepFor(absl::Milliseconds(10));
+  if (pushes < 2) {
+    stop = true;
+    pusher.join();
+    FAIL() << "the pusher made " << pushes << " pushes in 30 s";
+  }
   const CtlResult r =
       RunCtl({"--ps=" + shards->addresses(), "--sample_s=1", "--tokens_per_push=1000", "status"});
   stop = true;
