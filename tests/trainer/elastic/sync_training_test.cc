@@ -108,8 +108,10 @@ TEST(SyncTrainingTest, RoundsGoOnThroughPreemptionsAJoinAndCrashesOfBothShards) 
   for (const auto& s : *stats) {
     EXPECT_TRUE(s.sync());
     // Nobody pushes a gradient of an older round while the coordinator
-    // lives; after it restarts, trainers may (refused, and trained again).
-    EXPECT_EQ(s.pushes_too_stale(), 0u);
+    // lives, except a retry into a round given up because shard 1 lost its
+    // gradients (refused, and trained again); after the coordinator
+    // restarts, trainers may too.
+    EXPECT_LE(s.pushes_too_stale(), 3 * before->sync_rounds_abandoned()) << LogTails(logs);
   }
 
   // Shard 0, the coordinator, too: trainers register again and go on.
