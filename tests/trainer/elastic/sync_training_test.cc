@@ -20,7 +20,7 @@ namespace {
 using testing::LogTails;
 using testing::TrainingJob;
 
-constexpr int kEpochs = 2, kUnits = 120;
+constexpr int kEpochs = 2, kUnits = 120, kTrainers = 3;
 
 // Waits until at least `n` sync rounds were applied.
 absl::Status WaitForRounds(TrainingJob& job, uint64_t n, absl::Duration timeout) {
@@ -69,7 +69,7 @@ TEST(SyncTrainingTest, RoundsGoOnThroughPreemptionsAJoinAndCrashesOfBothShards) 
   TrainingJob job(dir.path() + "/job", *tokens, options);
   const std::string& logs = job.dir();
   ASSERT_TRUE(job.StartShards(/*durable=*/true).ok());
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(job.StartTrainer().ok());
+  for (int i = 0; i < kTrainers; ++i) ASSERT_TRUE(job.StartTrainer().ok());
   ASSERT_TRUE(WaitForRounds(job, 4, absl::Seconds(60)).ok()) << LogTails(logs);
 
   // kill -9: the round waits for the dead trainer only until its lease ends.
@@ -111,7 +111,7 @@ TEST(SyncTrainingTest, RoundsGoOnThroughPreemptionsAJoinAndCrashesOfBothShards) 
     // lives, except a retry into a round given up because shard 1 lost its
     // gradients (refused, and trained again); after the coordinator
     // restarts, trainers may too.
-    EXPECT_LE(s.pushes_too_stale(), 3 * before->sync_rounds_abandoned()) << LogTails(logs);
+    EXPECT_LE(s.pushes_too_stale(), kTrainers * before->sync_rounds_abandoned()) << LogTails(logs);
   }
 
   // Shard 0, the coordinator, too: trainers register again and go on.
