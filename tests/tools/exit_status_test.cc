@@ -72,9 +72,16 @@ std::string CoreTunables(const std::string& log) {
   for (int i = 0; i < 2000; ++i) {
     char exe[4096];
     const ssize_t n = readlink((proc + "/exe").c_str(), exe, sizeof(exe));
-    if (n > 0 && absl::EndsWith(absl::string_view(exe, n), "/spotps-trainer-core")) {
+    // exe names the core as soon as exec switches the address space, but the
+    // kernel copies the environment onto the new stack a little later; until
+    // then environ reads empty. The core's is never empty here (it holds at
+    // least GLIBC_TUNABLES), so empty means "look again". CI under Bazel hit
+    // that window once.
+    const std::string environ = ReadFile(proc + "/environ").value_or("");
+    if (n > 0 && absl::EndsWith(absl::string_view(exe, n), "/spotps-trainer-core") &&
+        !environ.empty()) {
       found = "(unset)";
-      for (absl::string_view var : absl::StrSplit(ReadFile(proc + "/environ").value_or(""), '\0')) {
+      for (absl::string_view var : absl::StrSplit(environ, '\0')) {
         if (absl::ConsumePrefix(&var, "GLIBC_TUNABLES=")) found = std::string(var);
       }
       break;
