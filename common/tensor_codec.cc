@@ -7,15 +7,10 @@
 #include <limits>
 
 #include "absl/strings/str_format.h"
-#include "oneapi/dnnl/dnnl.hpp"
+#include "common/onednn_engine.h"
 
 namespace spotps {
 namespace {
-
-const dnnl::engine& CpuEngine() {
-  static const dnnl::engine* engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);
-  return *engine;
-}
 
 // Below this size the scalar loop beats setting up a oneDNN primitive.
 constexpr int64_t kMinElementsForReorder = 4096;
@@ -47,9 +42,9 @@ void Fp32ToBf16(const float* src, int64_t n, uint16_t* dst) {
   using dt = dnnl::memory::data_type;
   const dnnl::memory::desc src_md({n}, dt::f32, tag::a);
   const dnnl::memory::desc dst_md({n}, dt::bf16, tag::a);
-  dnnl::memory src_mem(src_md, CpuEngine(), const_cast<float*>(src));
-  dnnl::memory dst_mem(dst_md, CpuEngine(), dst);
-  dnnl::stream stream(CpuEngine());
+  dnnl::memory src_mem(src_md, OneDnnCpuEngine(), const_cast<float*>(src));
+  dnnl::memory dst_mem(dst_md, OneDnnCpuEngine(), dst);
+  dnnl::stream stream(OneDnnCpuEngine());
   // oneDNN's primitive cache makes re-creating the reorder for a seen size cheap.
   dnnl::reorder(src_mem, dst_mem).execute(stream, src_mem, dst_mem);
   stream.wait();

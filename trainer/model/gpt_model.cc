@@ -7,6 +7,7 @@
 #include <limits>
 #include <string>
 
+#include "trainer/model/tanh_gelu.h"
 #include "trainer/runtime/torch_status.h"
 
 namespace spotps {
@@ -151,7 +152,7 @@ class MlpImpl : public torch::nn::Module {
   }
 
   torch::Tensor forward(const torch::Tensor& x) {
-    return dropout_(proj_(torch::gelu(fc_(x), "tanh")));
+    return dropout_(proj_(TanhGelu(fc_(x))));
   }
 
  private:
