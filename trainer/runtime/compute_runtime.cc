@@ -4,7 +4,6 @@
 
 #include <cstdio>
 
-#include "common/heap_retention.h"
 #include "common/log.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -101,7 +100,6 @@ absl::StatusOr<ComputeRuntimeInfo> ConfigureComputeRuntime(const ComputeRuntimeO
     info.blas_threads = blas_threads;
     info.blas_core = OpenBlasCoreName().value_or("");
   }
-  info.heap_retained = RetainFreedHeapMemory();
   WarnAboutPrecision(info, features);
   return info;
 }

@@ -32,15 +32,12 @@ struct ComputeRuntimeInfo {
   ComputeDType dtype = ComputeDType::kBF16;
   int blas_threads = 0;   // 0 when OpenBLAS is not loaded.
   std::string blas_core;  // OpenBLAS's kernel family, "" without OpenBLAS.
-  bool heap_retained = false;  // RetainFreedHeapMemory() took effect.
 };
 
 // Call early in main(), before any LibTorch or oneDNN computation: oneDNN
 // (which LibTorch shares) fixes its ISA at first use. Detects the CPU,
 // requests AMX tile permission and lifts oneDNN's ISA cap to AMX where the
-// CPU has it, then sets LibTorch's intra-op and OpenBLAS's thread counts
-// and makes malloc keep what a step frees for the next step
-// (common/heap_retention.h; 1.5x `small`'s tokens/s on a virtualized host).
+// CPU has it, then sets LibTorch's intra-op and OpenBLAS's thread counts.
 // Warns loudly on stderr when the CPU has AMX but oneDNN will not use it,
 // when BF16 is asked for without native BF16, and, for FP32, when OpenBLAS
 // runs generic kernels (naming the OPENBLAS_CORETYPE that fixes it). Safe to
