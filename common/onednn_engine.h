@@ -6,8 +6,8 @@
 namespace spotps {
 
 // The process's oneDNN CPU engine, created on first use and never destroyed
-// (primitives may run from static destructors' threads). Every oneDNN call in
-// spotps binds to this one engine, so they share oneDNN's primitive cache.
+// (so no static destructor can outlive it). Every oneDNN call in spotps
+// binds to this one engine.
 const dnnl::engine& OneDnnCpuEngine();
 
 }  // namespace spotps

@@ -32,13 +32,16 @@ bool IsJitKernel(const dnnl::primitive_desc_base& pd) {
   return !absl::StartsWith(pd.impl_info_str(), "ref");
 }
 
-// The primitive descriptors for x's dtype and length, or nullopt where
-// oneDNN has no JIT kernel for them (or x is not a dense CPU tensor).
 struct GeluKernels {
   eltwise_forward::primitive_desc forward;
   eltwise_backward::primitive_desc backward;
 };
 
+// The primitive descriptors for x's dtype and length, or nullopt where
+// oneDNN has no JIT kernel for them (or x is not a dense CPU tensor).
+// Creating them takes ~40 us against the kernels' milliseconds, and the
+// primitives made from them come from oneDNN's primitive cache, so each
+// call finds them again rather than keep a cache of its own.
 std::optional<GeluKernels> FindKernels(const torch::Tensor& x) {
   const std::optional<memory::data_type> type = OneDnnType(x);
   if (!type || !x.device().is_cpu() || !x.is_contiguous() || x.numel() == 0) return std::nullopt;
