@@ -276,6 +276,46 @@ TEST(GrayFailureTest, StoppedShardPastTheDeadlineLosesNothing) {
             << std::endl;
 }
 
+// True when the worker named `name` holds a granted, uncommitted unit. Its
+// clock counts grants from the clock it joined at, so this holds for a worker
+// that joined at clock 0 (the first to register) and released nothing.
+bool HoldsAUnit(const v1::ProgressResponse& p, const std::string& name) {
+  for (const auto& w : p.workers()) {
+    if (w.name() == name && w.clock() > w.units_committed()) return true;
+  }
+  return false;
+}
+
+bool Registered(testing::TrainingJob& job, const std::string& name) {
+  auto p = job.Progress();
+  if (!p.ok()) return false;
+  for (const auto& w : p->workers()) {
+    if (w.name() == name) return true;
+  }
+  return false;
+}
+
+// Stops trainer `index` (SIGSTOP) at a moment it holds a unit: one stopped
+// between a commit and its next grant holds nothing to re-issue. The stop is
+// checked after the fact (a commit already on the wire lands within the
+// 300 ms) and retried with SIGCONT in between.
+bool StopWhileHoldingAUnit(testing::TrainingJob& job, int index) {
+  const std::string name = absl::StrCat("trainer-", index);
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    auto before = job.Progress();
+    if (!before.ok() || !HoldsAUnit(*before, name)) {
+      absl::SleepFor(absl::Milliseconds(50));
+      continue;
+    }
+    job.trainers()[index]->Signal(SIGSTOP);
+    absl::SleepFor(absl::Milliseconds(300));
+    auto after = job.Progress();
+    if (after.ok() && HoldsAUnit(*after, name)) return true;
+    job.trainers()[index]->Signal(SIGCONT);
+  }
+  return false;
+}
+
 TEST(GrayFailureTest, StoppedTrainerPastItsLeaseNeverCommitsTwice) {
   TempDir dir;
   auto tokens = testing::MakeTokenFile(dir.path(), 4000);
@@ -285,8 +325,13 @@ TEST(GrayFailureTest, StoppedTrainerPastItsLeaseNeverCommitsTwice) {
   options.units_per_epoch = kJobUnits;
   testing::TrainingJob job(dir.path() + "/job", *tokens, options);
   ASSERT_TRUE(job.StartShards(false).ok());
-  for (int i = 0; i < 2; ++i) ASSERT_TRUE(job.StartTrainer().ok());
+  // Trainer 0 registers alone, at clock 0, so HoldsAUnit can read its clock.
+  ASSERT_TRUE(job.StartTrainer().ok());
   const absl::Time give_up = absl::Now() + absl::Seconds(120);
+  while (absl::Now() < give_up && !Registered(job, "trainer-0")) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_TRUE(job.StartTrainer().ok());
   uint64_t committed = 0;
   while (absl::Now() < give_up && committed < kJobUnits / 4) {
     absl::SleepFor(absl::Milliseconds(200));
@@ -294,7 +339,7 @@ TEST(GrayFailureTest, StoppedTrainerPastItsLeaseNeverCommitsTwice) {
     if (p.ok()) committed = p->epochs(0).committed();
   }
   ASSERT_GE(committed, kJobUnits / 4u) << LogTails(job.dir());
-  job.trainers()[0]->Signal(SIGSTOP);
+  ASSERT_TRUE(StopWhileHoldingAUnit(job, 0)) << LogTails(job.dir());
   absl::SleepFor(absl::Seconds(9));  // Worker lease 2 s, unit lease 6 s.
   auto during = job.Progress();
   job.trainers()[0]->Signal(SIGCONT);
