@@ -18,14 +18,25 @@
 //    involved (the client and both shards; the two raw TCP processes), so
 //    a run that is bound by the machine's cores says so.
 //
-// Last line: transport_ratio=R1 apply_ratio=R2 cpu_vs_tcp=C busy_cores=B where
+//  - The BF16 codec (the client's and the shard's encode and decode, one
+//    thread, a partition at a time), so that the last line can say how far
+//    the necessary work alone lets the ratio go on this machine.
+//
+// Last line: transport_ratio=R1 apply_ratio=R2 cpu_vs_tcp=C busy_cores=B
+// ceiling_ratio=K where
 //   R1 = (pull + push bytes) / (pull + push seconds), 128M model, 1 client,
 //        divided by raw TCP bytes/s; both sides keep their best repetition;
 //   R2 = AdamW bytes touched/s divided by the same-bytes streaming
 //        kernel's bytes touched/s (1 thread each; at most about 1);
 //   C  = core-seconds per byte of that pull + push over raw TCP's;
 //   B  = cores the pull + push kept busy (core-seconds / seconds), against
-//        the machine's std::thread::hardware_concurrency().
+//        the machine's std::thread::hardware_concurrency();
+//   K  = the R1 that the necessary passes alone would allow with every core
+//        busy: per wire byte, raw TCP's kernel cost plus, per element (2 bytes
+//        pulled, 2 pushed), the shard's encode of the pull, the client's
+//        decode of it, the client's encode of the push and the shard's
+//        checked AdamW apply of it, all as measured here; no RPC framework,
+//        staging or scheduling cost. R1 cannot pass K on this machine.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -57,7 +68,7 @@
 
 ABSL_FLAG(std::string, sizes_m, "16,128", "Model sizes to measure, millions of parameters.");
 ABSL_FLAG(int, reps, 3, "Repetitions of each pull and push measurement.");
-ABSL_FLAG(int64_t, apply_elements_m, 32, "Elements (millions) for the AdamW apply measurement.");
+ABSL_FLAG(int64_t, apply_elements_m, 32, "Elements (millions) for the AdamW apply and BF16 codec measurements.");
 
 namespace spotps {
 namespace {
@@ -378,6 +389,58 @@ absl::StatusOr<ApplyRates> MeasureApply(int64_t n, int reps) {
   return ApplyRates{adamw, stream, copy};
 }
 
+struct CodecRates {
+  double encode_eps = 0, decode_eps = 0;  // BF16 elements per second, 1 thread.
+};
+
+// EncodeFp32 and DecodeToFp32 to and from BF16 a partition at a time, as the
+// wire path calls them, on a thread of their own with the single-threaded
+// conversion the shard's handlers and the client's lanes use.
+absl::StatusOr<CodecRates> MeasureCodec(int64_t n, int reps) {
+  CodecRates rates;
+  absl::Status status;
+  std::thread worker([&] {
+    UseSingleThreadedConversion();
+    const int64_t part = PartitionMap::kMaxPartitionElements;
+    std::vector<float> values(n, 0.25f), decoded(n, 0.0f);
+    std::vector<char> wire(n * 2);
+    for (int r = 0; r < reps + 1 && status.ok(); ++r) {  // The first pass faults the pages in.
+      const absl::Time encode_start = absl::Now();
+      for (int64_t i = 0; i < n; i += part) {
+        EncodeFp32(values.data() + i, std::min(part, n - i), v1::DTYPE_BF16, wire.data() + 2 * i);
+      }
+      const double encode_s = Seconds(encode_start);
+      const absl::Time decode_start = absl::Now();
+      for (int64_t i = 0; i < n && status.ok(); i += part) {
+        const int64_t k = std::min(part, n - i);
+        status = DecodeToFp32(v1::DTYPE_BF16, absl::string_view(wire.data() + 2 * i, 2 * k), k,
+                              decoded.data() + i);
+      }
+      const double decode_s = Seconds(decode_start);
+      if (r == 0) continue;
+      rates.encode_eps = std::max(rates.encode_eps, n / encode_s);
+      rates.decode_eps = std::max(rates.decode_eps, n / decode_s);
+    }
+    if (status.ok() && decoded[n / 2] != 0.25f) {
+      status = absl::InternalError("BF16 round trip did not give back its values");
+    }
+  });
+  worker.join();
+  if (!status.ok()) return status;
+  return rates;
+}
+
+// Core-seconds per wire GB of the passes a pull + push cannot do without
+// (see the header's K), and the ratio they allow with every core busy.
+double CeilingRatio(const TcpRates& tcp, const ApplyRates& apply, const CodecRates& codec) {
+  constexpr double kElementsPerWireGb = 1e9 / 4;  // 2 bytes pulled + 2 pushed.
+  const double per_element_s =
+      2 / codec.encode_eps + 1 / codec.decode_eps + 26 / (apply.adamw_gbps * 1e9);
+  const double core_s_per_gb = tcp.cpu_s_per_gb + kElementsPerWireGb * per_element_s;
+  const double ceiling_gbps = std::thread::hardware_concurrency() / core_s_per_gb;
+  return ceiling_gbps / tcp.best_gbps;
+}
+
 int Run() {
   testing::TempDir dir;
   const int reps = absl::GetFlag(FLAGS_reps);
@@ -420,6 +483,13 @@ int Run() {
       "  AdamW apply (BF16 grads, 1 thread): %.2f GB/s touched; same bytes, no math (1 thread): "
       "%.2f GB/s; memcpy (1 thread, reference): %.2f GB/s touched\n",
       apply->adamw_gbps, apply->stream_gbps, apply->memcpy_gbps);
+  auto codec = MeasureCodec(absl::GetFlag(FLAGS_apply_elements_m) * 1'000'000, reps);
+  if (!codec.ok()) {
+    std::fprintf(stderr, "%s\n", codec.status().ToString().c_str());
+    return 1;
+  }
+  std::printf("  BF16 codec (1 thread): encode %.2f G elements/s, decode %.2f G elements/s\n",
+              codec->encode_eps / 1e9, codec->decode_eps / 1e9);
   std::printf(
       "\n| model | clients | pull GB/s | push GB/s | pull+push GB/s | best rep GB/s | core-s/GB |"
       " busy cores |\n");
@@ -437,9 +507,11 @@ int Run() {
   }
   std::printf("| raw TCP | - | - | - | - | %.2f | %.3f | %.2f |\n\n", tcp->best_gbps,
               tcp->cpu_s_per_gb, tcp->busy_cores);
-  std::printf("transport_ratio=%.3f apply_ratio=%.3f cpu_vs_tcp=%.2f busy_cores=%.2f\n",
-              largest.best_gbps / tcp->best_gbps, apply->adamw_gbps / apply->stream_gbps,
-              largest.cpu_s_per_gb / tcp->cpu_s_per_gb, largest.busy_cores);
+  std::printf(
+      "transport_ratio=%.3f apply_ratio=%.3f cpu_vs_tcp=%.2f busy_cores=%.2f ceiling_ratio=%.3f\n",
+      largest.best_gbps / tcp->best_gbps, apply->adamw_gbps / apply->stream_gbps,
+      largest.cpu_s_per_gb / tcp->cpu_s_per_gb, largest.busy_cores,
+      CeilingRatio(*tcp, *apply, *codec));
   return 0;
 }
 
