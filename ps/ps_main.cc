@@ -382,9 +382,26 @@ int main(int argc, char** argv) {
       !s.ok()) {
     return RuntimeError(s);
   }
+  // SIGTERM is handled from before the shard says it is ready (health,
+  // port file, the "listening" line): a supervisor that stops it at once
+  // gets a clean shutdown, not the default action's exit 143.
+  boost::asio::io_context io;
+  boost::asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code& ec, int signo) {
+    if (ec) return;
+    std::printf("spotps-ps: shard %u got signal %d, shutting down\n", options->shard_index, signo);
+    std::fflush(stdout);
+    gate.SetServing(false, "shutting down");
+    service.StopWatches();  // Watch streams would otherwise hold the grace period.
+    server->Shutdown(std::chrono::system_clock::now() +
+                     std::chrono::seconds(absl::GetFlag(FLAGS_shutdown_grace_s)));
+  });
+  std::thread signal_thread([&io] { io.run(); });
   gate.SetServing(true);
   if (const std::string path = absl::GetFlag(FLAGS_port_file); !path.empty()) {
     if (absl::Status s = spotps::WriteFileAtomically(path, absl::StrCat(port, "\n")); !s.ok()) {
+      io.stop();
+      signal_thread.join();
       return RuntimeError(s);
     }
   }
@@ -405,18 +422,6 @@ int main(int argc, char** argv) {
   if (rounds != nullptr) rounds->Start();
   if (sync_rounds != nullptr) sync_rounds->Start();
 
-  boost::asio::io_context io;
-  boost::asio::signal_set signals(io, SIGINT, SIGTERM);
-  signals.async_wait([&](const boost::system::error_code& ec, int signo) {
-    if (ec) return;
-    std::printf("spotps-ps: shard %u got signal %d, shutting down\n", options->shard_index, signo);
-    std::fflush(stdout);
-    gate.SetServing(false, "shutting down");
-    service.StopWatches();  // Watch streams would otherwise hold the grace period.
-    server->Shutdown(std::chrono::system_clock::now() +
-                     std::chrono::seconds(absl::GetFlag(FLAGS_shutdown_grace_s)));
-  });
-  std::thread signal_thread([&io] { io.run(); });
   // Async "avg" and "warmup": tell the store the live workers (shard 0's
   // registered workers, else the clients that push and have not fallen
   // silent), and apply held pushes that waited --average_wait_ms.
