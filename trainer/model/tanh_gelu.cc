@@ -71,12 +71,12 @@ void Execute(const dnnl::primitive& primitive, const memory::desc& desc,
 
 class TanhGeluFunction : public torch::autograd::Function<TanhGeluFunction> {
  public:
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x) {
+  // `kernels` are the ones TanhGelu found for x: not looked up twice.
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const GeluKernels& kernels) {
     ctx->save_for_backward({x});
-    const std::optional<GeluKernels> kernels = FindKernels(x);
-    TORCH_INTERNAL_ASSERT(kernels.has_value(), "TanhGeluFunction called without a kernel");
     torch::Tensor y = torch::empty_like(x);
-    Execute(eltwise_forward(kernels->forward), kernels->forward.src_desc(),
+    Execute(eltwise_forward(kernels.forward), kernels.forward.src_desc(),
             {{DNNL_ARG_SRC, &x}, {DNNL_ARG_DST, &y}});
     return y;
   }
@@ -92,15 +92,16 @@ class TanhGeluFunction : public torch::autograd::Function<TanhGeluFunction> {
     torch::Tensor grad_x = torch::empty_like(x);
     Execute(eltwise_backward(kernels->backward), kernels->backward.diff_src_desc(),
             {{DNNL_ARG_SRC, &x}, {DNNL_ARG_DIFF_DST, &grad}, {DNNL_ARG_DIFF_SRC, &grad_x}});
-    return {grad_x};
+    return {grad_x, torch::Tensor()};  // None for `kernels`.
   }
 };
 
 }  // namespace
 
 torch::Tensor TanhGelu(const torch::Tensor& x) {
-  if (!FindKernels(x).has_value()) return torch::gelu(x, "tanh");
-  return TanhGeluFunction::apply(x);
+  const std::optional<GeluKernels> kernels = FindKernels(x);
+  if (!kernels.has_value()) return torch::gelu(x, "tanh");
+  return TanhGeluFunction::apply(x, *kernels);
 }
 
 }  // namespace spotps
