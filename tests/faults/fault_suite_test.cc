@@ -276,23 +276,25 @@ TEST(GrayFailureTest, StoppedShardPastTheDeadlineLosesNothing) {
             << std::endl;
 }
 
+// The coordinator's status of the worker named `name`, or null.
+const v1::WorkerStatus* FindWorker(const v1::ProgressResponse& p, const std::string& name) {
+  for (const auto& w : p.workers()) {
+    if (w.name() == name) return &w;
+  }
+  return nullptr;
+}
+
 // True when the worker named `name` holds a granted, uncommitted unit. Its
 // clock counts grants from the clock it joined at, so this holds for a worker
 // that joined at clock 0 (the first to register) and released nothing.
 bool HoldsAUnit(const v1::ProgressResponse& p, const std::string& name) {
-  for (const auto& w : p.workers()) {
-    if (w.name() == name && w.clock() > w.units_committed()) return true;
-  }
-  return false;
+  const v1::WorkerStatus* w = FindWorker(p, name);
+  return w != nullptr && w->clock() > w->units_committed();
 }
 
 bool Registered(testing::TrainingJob& job, const std::string& name) {
   auto p = job.Progress();
-  if (!p.ok()) return false;
-  for (const auto& w : p->workers()) {
-    if (w.name() == name) return true;
-  }
-  return false;
+  return p.ok() && FindWorker(*p, name) != nullptr;
 }
 
 // Stops trainer `index` (SIGSTOP) at a moment it holds a unit: one stopped
