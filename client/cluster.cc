@@ -10,7 +10,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "client/unreachable_wait.h"
 #include "common/chunk_frame.h"
 #include "common/fan_out_pool.h"
 #include "common/rpc_retry.h"
@@ -139,6 +141,7 @@ class Cluster::Impl {
   absl::StatusOr<bool> Init(const ModelLayout& layout, absl::Span<const float> values);
   absl::Status FetchLayout();
   absl::Status WaitForLayout(absl::Duration timeout);
+  std::string Addresses() const;
   absl::Status Pull(v1::DType wire_dtype, WeightSnapshot* snapshot);
   absl::StatusOr<std::vector<float>> PullTensor(absl::string_view name, v1::DType wire_dtype);
   absl::StatusOr<PushResult> Push(absl::Span<const float> gradient,
@@ -305,17 +308,15 @@ absl::Status Cluster::Impl::FetchLayout() {
 }
 
 absl::Status Cluster::Impl::WaitForLayout(absl::Duration timeout) {
-  const absl::Time give_up = absl::Now() + timeout;
-  absl::Duration backoff = options_.retry.initial_backoff;
-  while (true) {
-    absl::Status s = FetchLayout();
-    if (s.ok() || absl::Now() + backoff > give_up) return s;
-    if (!absl::IsFailedPrecondition(s) && !absl::IsUnavailable(s) && !absl::IsDeadlineExceeded(s)) {
-      return s;
-    }
-    absl::SleepFor(JitteredBackoff(backoff));
-    backoff = std::min(backoff * 2, options_.retry.max_backoff);
-  }
+  return UnreachableWait(absl::StrCat("the model on the shards at ", Addresses()), timeout)
+      .WaitForModel()
+      .Retry([this] { return FetchLayout(); });
+}
+
+std::string Cluster::Impl::Addresses() const {
+  return absl::StrJoin(shards_, ",", [](std::string* out, const auto& shard) {
+    out->append(shard->address);
+  });
 }
 
 absl::StatusOr<bool> Cluster::Impl::Init(const ModelLayout& layout,
@@ -626,6 +627,7 @@ size_t Cluster::num_shards() const { return impl_->shards_.size(); }
 const std::string& Cluster::shard_address(size_t shard) const {
   return impl_->shards_.at(shard)->address;
 }
+std::string Cluster::addresses() const { return impl_->Addresses(); }
 const ChannelSecurity& Cluster::security() const { return impl_->options().security; }
 absl::Status Cluster::Pull(v1::DType wire_dtype, WeightSnapshot* snapshot) {
   return impl_->Pull(wire_dtype, snapshot);

@@ -124,8 +124,9 @@ class Cluster {
   // is not initialised yet, the shards disagree, or the list is out of order.
   absl::Status FetchLayout();
   // FetchLayout, polling with backoff until the model is initialised or
-  // `timeout` passed (then the last error: FAILED_PRECONDITION or
-  // UNAVAILABLE).
+  // `timeout` passed (then the last error, FAILED_PRECONDITION or
+  // UNAVAILABLE, saying what it waited for). Says every 5 s what it waits
+  // for, through LogInfo (client/unreachable_wait.h).
   absl::Status WaitForLayout(absl::Duration timeout);
 
   // Valid after a successful Init, FetchLayout or WaitForLayout.
@@ -134,6 +135,8 @@ class Cluster {
   const PartitionMap& partition_map() const;
   size_t num_shards() const;
   const std::string& shard_address(size_t shard) const;
+  // Every shard's address, comma-separated, for messages.
+  std::string addresses() const;
   // As given to Connect, for more channels to the same cluster (shard 0's
   // coordinator).
   const ChannelSecurity& security() const;

@@ -25,6 +25,9 @@ class CoordinatorClient {
 
   ~CoordinatorClient();
 
+  // host:port, as given to Connect.
+  const std::string& address() const { return address_; }
+
   // Every call returns UNAVAILABLE or DEADLINE_EXCEEDED once its retries ran
   // out (shard 0 down), and UNIMPLEMENTED if shard 0 hosts no coordinator
   // (started without --epochs).

@@ -1,7 +1,7 @@
 // spotps-client-example: reads the latest weights from a running cluster the
 // way a serving process would, and prints what it found.
 //
-//   spotps-client-example --ps=127.0.0.1:7000,127.0.0.1:7001 [--tensor=wte]
+//   spotps-client-example --ps=127.0.0.1:7000,127.0.0.1:7001 [--tensor=wte.weight]
 #include <cmath>
 #include <cstdio>
 

@@ -5,6 +5,7 @@
 //   spotps-generate --ps=127.0.0.1:7000,127.0.0.1:7001 --model=small --data=kjv.tokens
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
@@ -99,6 +100,15 @@ int main(int argc, char** argv) {
       ParseTokenIds(absl::GetFlag(FLAGS_logits_tokens));
   if (!logits_tokens.ok()) return UsageError(logits_tokens.status());
   if (spotps::CheckFlagsOnly()) return spotps::kExitSuccess;
+  // Local files before the network: a typo is reported at once.
+  std::optional<spotps::TokenDataset> data;
+  if (const std::string path = absl::GetFlag(FLAGS_data); !path.empty()) {
+    absl::StatusOr<spotps::TokenDataset> opened = spotps::TokenDataset::Open(path);
+    if (!opened.ok()) {
+      return UsageError(absl::InvalidArgumentError(absl::StrCat("--data: ", opened.status().message())));
+    }
+    data = *std::move(opened);
+  }
   absl::StatusOr<spotps::GptModel> model = spotps::CreateGptModel(*config, 0);
   if (!model.ok()) return RuntimeError(model.status());
   absl::StatusOr<spotps::ParameterBinding> binding = spotps::ParameterBinding::Create(**model);
@@ -123,9 +133,7 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  if (!absl::GetFlag(FLAGS_data).empty()) {
-    auto data = spotps::TokenDataset::Open(absl::GetFlag(FLAGS_data));
-    if (!data.ok()) return RuntimeError(data.status());
+  if (data.has_value()) {
     auto loss = spotps::ValidationLoss(*model, *data, absl::GetFlag(FLAGS_batch),
                                        absl::GetFlag(FLAGS_seq_len),
                                        absl::GetFlag(FLAGS_eval_batches), dtype);

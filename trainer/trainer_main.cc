@@ -7,6 +7,7 @@
 // within --drain_deadline_s (or drops it), pushes its last gradient, commits
 // or releases its work units, deregisters, prints a summary line and exits 0.
 #include <atomic>
+#include <optional>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/cluster.h"
+#include "client/unreachable_wait.h"
 #include "client/coordinator_client.h"
 #include "common/command_line.h"
 #include "common/exit_status.h"
@@ -24,6 +26,7 @@
 #include "common/log.h"
 #include "common/metrics_registry.h"
 #include "common/security_flags.h"
+#include "common/usage_problems.h"
 #include "common/transport_args.h"
 #include "trainer/elastic/graceful_drain.h"
 #include "trainer/elastic/join_timeline.h"
@@ -92,8 +95,11 @@ std::string ShardStalenessMethod(spotps::Cluster& cluster) {
   return (*stats)[0].staleness_method();
 }
 
-// The coordinator to take work units from, or null to free-run.
-absl::StatusOr<std::unique_ptr<spotps::CoordinatorClient>> CoordinatorFromFlags() {
+// The coordinator to take work units from, or null to free-run. An
+// unreachable one (shard 0 still starting) is waited for up to
+// --ps_timeout_s.
+absl::StatusOr<std::unique_ptr<spotps::CoordinatorClient>> ConnectCoordinator(
+    const spotps::ChannelSecurity& security) {
   std::string address = absl::GetFlag(FLAGS_coordinator);
   if (address == "none") return nullptr;
   const bool optional = address == "auto";
@@ -103,19 +109,68 @@ absl::StatusOr<std::unique_ptr<spotps::CoordinatorClient>> CoordinatorFromFlags(
   }
   spotps::RetryPolicy policy;
   policy.deadline = absl::Seconds(absl::GetFlag(FLAGS_rpc_deadline_s));
-  absl::StatusOr<spotps::ChannelSecurity> security = spotps::ChannelSecurityFromFlags();
-  if (!security.ok()) return security.status();
-  auto client = spotps::CoordinatorClient::Connect(address, policy, *security);
-  if (!client.ok() || spotps::CheckFlagsOnly()) return client;  // No probe when checking.
-  absl::StatusOr<spotps::v1::ProgressResponse> probe = (*client)->Progress();
+  auto client = spotps::CoordinatorClient::Connect(address, policy, security);
+  if (!client.ok()) return client;
+  absl::StatusOr<spotps::v1::ProgressResponse> probe =
+      spotps::UnreachableWait(absl::StrCat("the coordinator at ", address),
+                              absl::Seconds(absl::GetFlag(FLAGS_ps_timeout_s)))
+          .Retry<spotps::v1::ProgressResponse>([&] { return (*client)->Progress(); });
   if (probe.ok()) return client;
   if (optional && absl::IsUnimplemented(probe.status())) return nullptr;
   return probe.status();
 }
 
+// Every flag's value on its own and against the others; nothing is read or
+// contacted.
+void CheckFlags(const absl::StatusOr<spotps::GptConfig>& config, spotps::UsageProblems& problems) {
+  problems.Require(!absl::GetFlag(FLAGS_data).empty(),
+                   "--data is required: a token file made by spotps-tokenize");
+  const int64_t batch = absl::GetFlag(FLAGS_batch), seq_len = absl::GetFlag(FLAGS_seq_len);
+  problems.Require(batch > 0, absl::StrCat("--batch=", batch, " must be positive"));
+  problems.Require(seq_len > 0, absl::StrCat("--seq_len=", seq_len, " must be positive"));
+  if (config.ok()) {
+    problems.Require(seq_len <= config->context_len,
+                     absl::StrCat("--seq_len=", seq_len, " is longer than the model's context (",
+                                  config->context_len, " tokens)"));
+  }
+  problems.Require(absl::GetFlag(FLAGS_steps) >= 0, "--steps must be >= 0");
+  problems.Require(absl::GetFlag(FLAGS_epochs) >= 0, "--epochs must be >= 0");
+  problems.Require(absl::GetFlag(FLAGS_max_seconds) >= 0, "--max_seconds must be >= 0");
+  problems.Require(absl::GetFlag(FLAGS_clip_norm) >= 0, "--clip_norm must be >= 0");
+  problems.Require(absl::GetFlag(FLAGS_eval_batches) >= 0, "--eval_batches must be >= 0");
+  problems.Require(absl::GetFlag(FLAGS_eval_every) >= 0, "--eval_every must be >= 0");
+  problems.Require(absl::GetFlag(FLAGS_log_every) >= 0, "--log_every must be >= 0");
+  const int nice = absl::GetFlag(FLAGS_transfer_nice);
+  problems.Require(nice >= 0 && nice <= 19, "--transfer_nice must be in [0, 19]");
+  problems.Require(absl::GetFlag(FLAGS_first_step_batch) >= 0, "--first_step_batch must be >= 0");
+  problems.Require(absl::GetFlag(FLAGS_ps_timeout_s) >= 0, "--ps_timeout_s must be >= 0");
+  problems.Require(absl::GetFlag(FLAGS_rpc_deadline_s) > 0, "--rpc_deadline_s must be positive");
+  problems.Require(absl::GetFlag(FLAGS_drain_deadline_s) >= 0, "--drain_deadline_s must be >= 0");
+  problems.Require(absl::GetFlag(FLAGS_spot_poll_s) > 0, "--spot_poll_s must be positive");
+  problems.Check(spotps::Cluster::Connect(absl::GetFlag(FLAGS_ps)).status());
+  if (const std::string c = absl::GetFlag(FLAGS_coordinator); c != "auto" && c != "none") {
+    problems.Require(c.find(':') != std::string::npos,
+                     absl::StrCat("--coordinator=", c, ": want auto, none or host:port"));
+  }
+  if (const std::string m = absl::GetFlag(FLAGS_metrics_listen); !m.empty()) {
+    if (absl::Status s = spotps::HttpEndpoint::CheckListenAddress(m); !s.ok()) {
+      problems.Add(absl::StrCat("--metrics_listen: ", s.message()));
+    }
+  }
+}
+
+// Coordinated workers share one sample space that the units index; free
+// workers each draw their own stream.
+uint64_t DataSeed(bool coordinated) {
+  const uint64_t seed = absl::GetFlag(FLAGS_seed);
+  const auto index = static_cast<uint64_t>(absl::GetFlag(FLAGS_worker_index));
+  return coordinated ? seed : seed * 1000003u + index;
+}
+
+// Everything but the data seed, which depends on whether a coordinator
+// answers.
 absl::StatusOr<spotps::TrainingOptions> OptionsFromFlags(const spotps::TokenDataset& data,
-                                                         spotps::ComputeDType dtype,
-                                                         bool coordinated) {
+                                                         spotps::ComputeDType dtype) {
   spotps::TrainingOptions o;
   o.dtype = dtype;
   o.batch_size = absl::GetFlag(FLAGS_batch);
@@ -128,10 +183,6 @@ absl::StatusOr<spotps::TrainingOptions> OptionsFromFlags(const spotps::TokenData
   o.max_time = absl::Seconds(absl::GetFlag(FLAGS_max_seconds));
   o.clip_norm = absl::GetFlag(FLAGS_clip_norm);
   const int index = absl::GetFlag(FLAGS_worker_index);
-  // Coordinated workers share one sample space that the units index; free
-  // workers each draw their own stream.
-  o.data_seed = coordinated ? absl::GetFlag(FLAGS_seed)
-                            : absl::GetFlag(FLAGS_seed) * 1000003u + static_cast<uint64_t>(index);
   o.log_every = absl::GetFlag(FLAGS_log_every);
   o.eval_every = absl::GetFlag(FLAGS_eval_every);
   o.eval_batches = absl::GetFlag(FLAGS_eval_batches);
@@ -159,68 +210,78 @@ int main(int argc, char** argv) {
     if (membership != nullptr) membership->Leave();
   });
   spotps::TuneAllocatorForBulkTransfers();
-  absl::StatusOr<spotps::ComputeRuntimeOptions> compute = spotps::ComputeRuntimeOptionsFromFlags();
-  if (!compute.ok()) return UsageError(compute.status());
-  absl::StatusOr<spotps::ComputeRuntimeInfo> runtime = spotps::ConfigureComputeRuntime(*compute);
-  if (!runtime.ok()) return RuntimeError(runtime.status());
-  std::printf("%s\n", spotps::RuntimeLine(*runtime).c_str());
-  std::fflush(stdout);
-  join.Mark("runtime");
-
-  if (absl::GetFlag(FLAGS_data).empty())
-    return UsageError(absl::InvalidArgumentError("--data is required"));
-  if (const int nice = absl::GetFlag(FLAGS_transfer_nice); nice < 0 || nice > 19)
-    return UsageError(absl::InvalidArgumentError("--transfer_nice must be in [0, 19]"));
-  if (absl::GetFlag(FLAGS_first_step_batch) < 0)
-    return UsageError(absl::InvalidArgumentError("--first_step_batch must be >= 0"));
-  absl::StatusOr<std::unique_ptr<spotps::CoordinatorClient>> coordinator = CoordinatorFromFlags();
-  if (!coordinator.ok()) return UsageError(coordinator.status());
-  absl::StatusOr<spotps::GptConfig> config = spotps::GptConfigFromFlags();
-  if (!config.ok()) return UsageError(config.status());
-  if (absl::Status s = spotps::Cluster::Connect(absl::GetFlag(FLAGS_ps)).status(); !s.ok()) {
-    return UsageError(s);
+  // Every local input is checked, and every problem reported at once,
+  // before anything goes over the network.
+  spotps::UsageProblems problems;
+  std::optional<spotps::ComputeRuntimeOptions> compute =
+      problems.Take(spotps::ComputeRuntimeOptionsFromFlags());
+  const absl::StatusOr<spotps::GptConfig> config = spotps::GptConfigFromFlags();
+  problems.Check(config.status());
+  CheckFlags(config, problems);
+  std::optional<spotps::ChannelSecurity> security =
+      problems.Take(spotps::ChannelSecurityFromFlags());
+  if (spotps::CheckFlagsOnly()) {
+    return problems.empty() ? spotps::kExitSuccess : UsageError(problems.ToStatus());
   }
-  if (const std::string m = absl::GetFlag(FLAGS_metrics_listen); !m.empty()) {
-    if (absl::Status s = spotps::HttpEndpoint::CheckListenAddress(m); !s.ok()) {
-      return UsageError(
-          absl::InvalidArgumentError(absl::StrCat("--metrics_listen: ", s.message())));
+  if (compute.has_value()) {
+    absl::StatusOr<spotps::ComputeRuntimeInfo> runtime = spotps::ConfigureComputeRuntime(*compute);
+    if (!runtime.ok()) return RuntimeError(runtime.status());
+    std::printf("%s\n", spotps::RuntimeLine(*runtime).c_str());
+    std::fflush(stdout);
+  }
+  join.Mark("runtime");
+  std::optional<spotps::TokenDataset> data;
+  if (const std::string path = absl::GetFlag(FLAGS_data); !path.empty()) {
+    data = problems.Take(spotps::TokenDataset::Open(path), "--data");
+  }
+  if (data.has_value() && config.ok() && data->vocab_size() > config->vocab_size) {
+    problems.Add(absl::StrFormat(
+        "--data=%s holds token ids up to %d, but the model's vocabulary has %d entries",
+        absl::GetFlag(FLAGS_data), data->vocab_size() - 1, config->vocab_size));
+  }
+  // Fine-tuning starts from the file's weights whatever the shards hold,
+  // so the model is built and loaded now.
+  const std::string init_from = absl::GetFlag(FLAGS_init_from);
+  std::optional<spotps::GptModel> model;
+  if (!init_from.empty() && config.ok()) {
+    model = problems.Take(spotps::CreateGptModel(*config, absl::GetFlag(FLAGS_seed)));
+    if (model.has_value() &&
+        problems.Check(spotps::LoadPretrainedWeights(*model, init_from), "--init_from")) {
+      spotps::LogInfoF("initial weights from %s", init_from);
     }
   }
-  if (spotps::CheckFlagsOnly()) return spotps::kExitSuccess;
-  join.Mark("coordinator");
-  absl::StatusOr<spotps::TokenDataset> data = spotps::TokenDataset::Open(absl::GetFlag(FLAGS_data));
-  if (!data.ok()) return RuntimeError(data.status());
+  if (!problems.empty()) return UsageError(problems.ToStatus());
   absl::StatusOr<spotps::TrainingOptions> options =
-      OptionsFromFlags(*data, compute->dtype, *coordinator != nullptr);
+      OptionsFromFlags(*data, compute->dtype);
   if (!options.ok()) return UsageError(options.status());
   options->process_start = join.process_start();
 
+  absl::StatusOr<std::unique_ptr<spotps::CoordinatorClient>> coordinator =
+      ConnectCoordinator(*security);
+  if (!coordinator.ok()) return RuntimeError(coordinator.status());
+  options->data_seed = DataSeed(*coordinator != nullptr);
+  join.Mark("coordinator");
   spotps::ClusterOptions cluster_options;
   cluster_options.retry.deadline = absl::Seconds(absl::GetFlag(FLAGS_rpc_deadline_s));
-  absl::StatusOr<spotps::ChannelSecurity> security = spotps::ChannelSecurityFromFlags();
-  if (!security.ok()) return UsageError(security.status());
-  cluster_options.security = *std::move(security);
+  cluster_options.security = *security;
   absl::StatusOr<std::unique_ptr<spotps::Cluster>> cluster =
       spotps::Cluster::Connect(absl::GetFlag(FLAGS_ps), cluster_options);
   if (!cluster.ok()) return RuntimeError(cluster.status());
   join.Mark("connect");
-  // Joining a running job (the shards hold the model): the weights come
-  // from the first pull, so none are drawn here.
-  const std::string init_from = absl::GetFlag(FLAGS_init_from);
-  const bool joining = init_from.empty() && (*cluster)->FetchLayout().ok();
-  absl::StatusOr<spotps::GptModel> model =
-      joining ? spotps::CreateUninitializedGptModel(*config)
-              : spotps::CreateGptModel(*config, absl::GetFlag(FLAGS_seed));
-  if (!model.ok()) return RuntimeError(model.status());
-  if (!init_from.empty()) {
-    if (absl::Status s = spotps::LoadPretrainedWeights(*model, init_from); !s.ok()) {
-      return RuntimeError(s);
-    }
-    spotps::LogInfoF("initial weights from %s", init_from);
+  if (!model.has_value()) {
+    // Joining a running job (the shards hold the model): the weights come
+    // from the first pull, so none are drawn here.
+    const bool joining = (*cluster)->FetchLayout().ok();
+    absl::StatusOr<spotps::GptModel> built =
+        joining ? spotps::CreateUninitializedGptModel(*config)
+                : spotps::CreateGptModel(*config, absl::GetFlag(FLAGS_seed));
+    if (!built.ok()) return RuntimeError(built.status());
+    model = *std::move(built);
   }
   join.Mark("model");
   if (*coordinator != nullptr) {
-    auto joined = spotps::WorkerMembership::Join(coordinator->get(), options->name);
+    auto joined = spotps::WorkerMembership::Join(coordinator->get(), options->name,
+                                                 options->unavailable_timeout);
     if (!joined.ok()) return RuntimeError(joined.status());
     membership = *std::move(joined);
   }
@@ -246,7 +307,7 @@ int main(int argc, char** argv) {
     std::printf("[%s] metrics on port %d\n", options->name.c_str(), metrics_endpoint->port());
   }
   absl::StatusOr<std::unique_ptr<spotps::TrainingWorker>> worker = spotps::TrainingWorker::Create(
-      cluster->get(), *model, &*data, *options, {coordinator->get(), membership.get()});
+      cluster->get(), *std::move(model), &*data, *options, {coordinator->get(), membership.get()});
   if (!worker.ok()) return RuntimeError(worker.status());
   join.Mark("init");
   std::printf("[%s] model %s: %s, %d train tokens, staleness_method=%s\n", options->name.c_str(),
@@ -281,13 +342,16 @@ int main(int argc, char** argv) {
   join.Add("first_compute", absl::Seconds(summary->first_compute_s));
   join.Add("first_push_rpc", absl::Seconds(summary->first_push_rpc_s));
   std::printf("%s first_push_s=%.3f\n", join.Line().c_str(), summary->first_push_s);
+  // "-" when no validation ran (--eval_batches=0), rather than "nan".
+  const std::string val_loss =
+      std::isfinite(summary->val_loss) ? absl::StrFormat("%.4f", summary->val_loss) : "-";
   std::printf(
       "summary: worker=%s steps=%lld tokens=%lld seconds=%.1f tokens_per_s=%.0f train_loss=%.4f "
-      "val_loss=%.4f staleness=%.2f pull_ms=%.1f push_ms=%.1f compute_ms=%.1f dropped=%lld "
+      "val_loss=%s staleness=%.2f pull_ms=%.1f push_ms=%.1f compute_ms=%.1f dropped=%lld "
       "units=%lld job_done=%d first_push_s=%.2f drain_ms=%.0f\n",
       options->name.c_str(), static_cast<long long>(summary->steps),
       static_cast<long long>(summary->tokens), summary->seconds, summary->tokens_per_s,
-      summary->last_train_loss, summary->val_loss, summary->mean_staleness, summary->mean_pull_ms,
+      summary->last_train_loss, val_loss.c_str(), summary->mean_staleness, summary->mean_pull_ms,
       summary->mean_push_ms, summary->mean_compute_ms,
       static_cast<long long>(summary->pushes_dropped),
       static_cast<long long>(summary->units_committed), summary->job_done ? 1 : 0,

@@ -132,6 +132,14 @@ absl::StatusOr<std::unique_ptr<LocalShardCluster>> LocalShardCluster::Start(
 
 absl::StatusOr<std::unique_ptr<LocalShardCluster>> LocalShardCluster::Start(
     int num_shards, const FlagsFor& flags_for, const std::string& dir) {
+  absl::StatusOr<std::unique_ptr<LocalShardCluster>> cluster = Reserve(num_shards, flags_for, dir);
+  if (!cluster.ok()) return cluster;
+  if (absl::Status s = (*cluster)->StartAll(); !s.ok()) return s;
+  return cluster;
+}
+
+absl::StatusOr<std::unique_ptr<LocalShardCluster>> LocalShardCluster::Reserve(
+    int num_shards, const FlagsFor& flags_for, const std::string& dir) {
   auto cluster = std::unique_ptr<LocalShardCluster>(new LocalShardCluster());
   cluster->dir_ = dir;
   absl::StatusOr<std::vector<int>> ports = PickFreePorts(num_shards);
@@ -142,12 +150,17 @@ absl::StatusOr<std::unique_ptr<LocalShardCluster>> LocalShardCluster::Start(
   cluster->addresses_ = absl::StrJoin(addresses, ",");
   for (int i = 0; i < num_shards; ++i) {
     cluster->flags_.push_back(flags_for(i, cluster->addresses_));
-    absl::StatusOr<std::unique_ptr<ChildProcess>> shard =
-        cluster->StartShard(i, cluster->ports_[i]);
-    if (!shard.ok()) return shard.status();
-    cluster->shards_.push_back(*std::move(shard));
   }
   return cluster;
+}
+
+absl::Status LocalShardCluster::StartAll() {
+  for (size_t i = shards_.size(); i < ports_.size(); ++i) {
+    absl::StatusOr<std::unique_ptr<ChildProcess>> shard = StartShard(static_cast<int>(i), ports_[i]);
+    if (!shard.ok()) return shard.status();
+    shards_.push_back(*std::move(shard));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status LocalShardCluster::Restart(int i) {

@@ -70,6 +70,12 @@ class LocalShardCluster {
   static absl::StatusOr<std::unique_ptr<LocalShardCluster>> Start(int num_shards,
                                                                   const FlagsFor& flags_for,
                                                                   const std::string& dir);
+  // Picks the ports and the flags but starts nothing, so that clients can be
+  // pointed at shards that StartAll() starts later.
+  static absl::StatusOr<std::unique_ptr<LocalShardCluster>> Reserve(int num_shards,
+                                                                    const FlagsFor& flags_for,
+                                                                    const std::string& dir);
+  absl::Status StartAll();
 
   // "127.0.0.1:p0,127.0.0.1:p1,..." in shard order.
   const std::string& addresses() const { return addresses_; }

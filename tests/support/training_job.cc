@@ -19,7 +19,18 @@ TrainingJob::TrainingJob(std::string dir, std::string tokens, JobOptions options
 }
 
 absl::Status TrainingJob::StartShards(bool durable) {
-  auto shards = LocalShardCluster::Start(
+  if (shards_ == nullptr) {
+    if (absl::Status s = ReserveShards(durable); !s.ok()) return s;
+  }
+  if (absl::Status s = shards_->StartAll(); !s.ok()) return s;
+  auto coordinator = CoordinatorClient::Connect(absl::StrCat("127.0.0.1:", shards_->port(0)));
+  if (!coordinator.ok()) return coordinator.status();
+  coordinator_ = *std::move(coordinator);
+  return absl::OkStatus();
+}
+
+absl::Status TrainingJob::ReserveShards(bool durable) {
+  auto shards = LocalShardCluster::Reserve(
       2,
       [&](int i, const std::string& addresses) {
         std::vector<std::string> f = {"--optimizer=adamw", "--lr=2e-3", "--warmup_steps=10",
@@ -38,9 +49,6 @@ absl::Status TrainingJob::StartShards(bool durable) {
       dir_);
   if (!shards.ok()) return shards.status();
   shards_ = *std::move(shards);
-  auto coordinator = CoordinatorClient::Connect(absl::StrCat("127.0.0.1:", shards_->port(0)));
-  if (!coordinator.ok()) return coordinator.status();
-  coordinator_ = *std::move(coordinator);
   return absl::OkStatus();
 }
 

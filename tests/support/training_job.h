@@ -36,6 +36,9 @@ class TrainingJob {
 
   // Starts 2 shards; `durable` gives them checkpoints (a round every 2 s).
   absl::Status StartShards(bool durable);
+  // Picks the shards' ports (and flags) without starting them, so that
+  // trainers can start first; StartShards() then starts them there.
+  absl::Status ReserveShards(bool durable);
   // Starts one more trainer (logs to trainer<N>.log).
   absl::Status StartTrainer();
   // Indices of trainers still running.

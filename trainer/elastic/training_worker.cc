@@ -4,7 +4,9 @@
 #include <future>
 #include <optional>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "client/unreachable_wait.h"
 #include "common/log.h"
 #include "trainer/model/evaluation.h"
 #include "trainer/runtime/torch_status.h"
@@ -12,11 +14,25 @@
 namespace spotps {
 namespace {
 
-bool IsTransient(const absl::Status& s) {
-  return absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s);
-}
-
 double MillisSince(absl::Time start) { return absl::ToDoubleMilliseconds(absl::Now() - start); }
+
+// What a worker that finds the model on the shards starts from: weights
+// nobody has trained yet, or a job under way (or restored from a
+// checkpoint).
+std::string ExistingModelLine(Cluster& cluster) {
+  absl::StatusOr<std::vector<v1::StatsResponse>> stats = cluster.Stats();
+  uint64_t step = 0;
+  for (const v1::StatsResponse& shard : stats.ok() ? *stats : std::vector<v1::StatsResponse>()) {
+    step = std::max<uint64_t>(step, shard.global_step());
+  }
+  if (stats.ok() && step == 0) {
+    return "another client initialised the model, no update applied yet: training starts from "
+           "its weights";
+  }
+  return absl::StrFormat("the shards hold the model at global step %d: training goes on from "
+                         "their weights",
+                         step);
+}
 
 }  // namespace
 
@@ -39,33 +55,37 @@ absl::StatusOr<std::unique_ptr<TrainingWorker>> TrainingWorker::Create(
   }
   absl::StatusOr<ParameterBinding> binding = ParameterBinding::Create(*model);
   if (!binding.ok()) return binding.status();
+  auto make = [&] {
+    return std::unique_ptr<TrainingWorker>(
+        new TrainingWorker(cluster, std::move(model), *std::move(binding), data, options, work));
+  };
   // A worker joining a running job finds the model on the shards: it has
   // nothing to offer, and skips flattening and sending 4 bytes a parameter.
   // A model without initial values (CreateUninitializedGptModel) waits for
   // someone else's: its zeros must never become the job's weights.
-  absl::Status layout = cluster->FetchLayout();
-  if (!layout.ok() && !model->initialized()) {
-    layout = cluster->WaitForLayout(options.unavailable_timeout);
-    if (!layout.ok()) return layout;
+  UnreachableWait shards(absl::StrCat("the shards at ", cluster->addresses()),
+                         options.unavailable_timeout);
+  if (!model->initialized()) shards.WaitForModel();
+  absl::Status layout = shards.Retry([cluster] { return cluster->FetchLayout(); });
+  if (!layout.ok() && (!absl::IsFailedPrecondition(layout) || !model->initialized())) {
+    return layout;
   }
   if (layout.ok()) {
     if (absl::Status same = binding->CheckSameModel(cluster->layout()); !same.ok()) return same;
-    LogInfo("the shards already hold the model: training goes on from their weights");
-    return std::unique_ptr<TrainingWorker>(
-        new TrainingWorker(cluster, std::move(model), *std::move(binding), data, options, work));
+    LogInfo(ExistingModelLine(*cluster));
+    return make();
   }
   // Every worker offers its initial weights; each shard keeps the first. A
   // shard that is restarting is waited for, as everywhere else.
   const std::vector<float> initial = binding->FlattenWeights();
-  absl::StatusOr<bool> init = cluster->Init(binding->layout(), initial);
-  const absl::Time give_up = absl::Now() + options.unavailable_timeout;
-  while (!init.ok() && IsTransient(init.status()) && absl::Now() < give_up) {
-    absl::SleepFor(absl::Seconds(1));
-    init = cluster->Init(binding->layout(), initial);
-  }
+  absl::StatusOr<bool> init =
+      UnreachableWait(absl::StrCat("the shards at ", cluster->addresses(), " to initialise"),
+                      options.unavailable_timeout)
+          .Retry<bool>([&] { return cluster->Init(binding->layout(), initial); });
   if (absl::IsPermissionDenied(init.status())) {
-    // A trainer-role token may not initialise (README "Security and
-    // health"): train on the model an admin has initialised, or will.
+    // A trainer-role token may not initialise (docs/operations.md, "Tokens
+    // and roles"): train on the model an admin has initialised, or will.
+    LogInfo("this trainer's token may not initialise the model: waiting for an admin to");
     if (absl::Status s = cluster->WaitForLayout(options.unavailable_timeout); !s.ok()) return s;
     if (absl::Status same = binding->CheckSameModel(cluster->layout()); !same.ok()) return same;
     init = false;
@@ -76,9 +96,10 @@ absl::StatusOr<std::unique_ptr<TrainingWorker>> TrainingWorker::Create(
     if (absl::Status same = binding->CheckSameModel(cluster->layout()); !same.ok()) return same;
     return init.status();
   }
-  if (!*init) LogInfo("the shards already hold the model: training goes on from their weights");
-  return std::unique_ptr<TrainingWorker>(
-      new TrainingWorker(cluster, std::move(model), *std::move(binding), data, options, work));
+  LogInfo(*init ? "initialised the shards with this trainer's weights"
+                : "another trainer initialised the model moments ago: training starts from its "
+                  "weights");
+  return make();
 }
 
 TrainingWorker::TrainingWorker(Cluster* cluster, GptModel model, ParameterBinding binding,
@@ -95,55 +116,48 @@ TrainingWorker::TrainingWorker(Cluster* cluster, GptModel model, ParameterBindin
       gradient_(binding_.layout().total_elements(), 0.0f) {}
 
 absl::Status TrainingWorker::PullWithRecovery() {
-  const absl::Time give_up = absl::Now() + options_.unavailable_timeout;
   const absl::Time start = absl::Now();
-  absl::Duration backoff = absl::Milliseconds(200);
-  while (true) {
-    absl::Status s = cluster_->Pull(wire_dtype_, &weights_);
-    if (s.ok()) {
-      pull_ms_ += MillisSince(start);
-      if (pulls_ == 0) first_pull_s_ = MillisSince(start) / 1000;
-      pulls_ += 1;
-      return s;
-    }
-    if (!IsTransient(s) || absl::Now() + backoff > give_up) return s;
-    absl::SleepFor(backoff);
-    backoff = std::min(backoff * 2, absl::Seconds(5));
-  }
+  absl::Status s = UnreachableWait(absl::StrCat("the shards at ", cluster_->addresses(), " to pull"),
+                                   options_.unavailable_timeout)
+                       .Retry([this] { return cluster_->Pull(wire_dtype_, &weights_); });
+  if (!s.ok()) return s;
+  pull_ms_ += MillisSince(start);
+  if (pulls_ == 0) first_pull_s_ = MillisSince(start) / 1000;
+  pulls_ += 1;
+  return s;
 }
 
 absl::StatusOr<bool> TrainingWorker::PushWithRecovery(const std::string& push_id) {
-  const absl::Time give_up = absl::Now() + options_.unavailable_timeout;
   const absl::Time start = absl::Now();
-  absl::Duration backoff = absl::Milliseconds(200);
-  while (true) {
-    absl::StatusOr<PushResult> r = cluster_->Push(gradient_, base_versions_, wire_dtype_, push_id);
-    if (r.ok() && r->deferred && !sync_) {
-      return absl::FailedPreconditionError(
-          "the shards run --consistency=sync and hold every gradient for a round that only "
-          "the coordinator closes: run this trainer with --coordinator=auto (or host:port)");
-    }
-    if (r.ok()) {
-      push_ms_ += MillisSince(start);
-      if (pushes_++ == 0) {
-        first_push_ = absl::Now();
-        first_push_rpc_s_ = MillisSince(start) / 1000;
-      }
-      staleness_sum_ += static_cast<double>(r->max_staleness);
-      fresh_ = r->compute_on_fresh_weights;
-      return true;
-    }
-    // Too stale, or based on versions a restarted shard no longer has: the
-    // gradient is useless; drop it and make the next pull a full one.
-    if (absl::IsAborted(r.status()) || absl::IsOutOfRange(r.status())) {
-      pushes_dropped_ += 1;
-      weights_.versions.clear();
-      return false;
-    }
-    if (!IsTransient(r.status()) || absl::Now() + backoff > give_up) return r.status();
-    absl::SleepFor(backoff);
-    backoff = std::min(backoff * 2, absl::Seconds(5));
+  absl::StatusOr<PushResult> r =
+      UnreachableWait(absl::StrCat("the shards at ", cluster_->addresses(), " to push"),
+                      options_.unavailable_timeout)
+          .Retry<PushResult>([&] {
+            return cluster_->Push(gradient_, base_versions_, wire_dtype_, push_id);
+          });
+  if (r.ok() && r->deferred && !sync_) {
+    return absl::FailedPreconditionError(
+        "the shards run --consistency=sync and hold every gradient for a round that only "
+        "the coordinator closes: run this trainer with --coordinator=auto (or host:port)");
   }
+  if (r.ok()) {
+    push_ms_ += MillisSince(start);
+    if (pushes_++ == 0) {
+      first_push_ = absl::Now();
+      first_push_rpc_s_ = MillisSince(start) / 1000;
+    }
+    staleness_sum_ += static_cast<double>(r->max_staleness);
+    fresh_ = r->compute_on_fresh_weights;
+    return true;
+  }
+  // Too stale, or based on versions a restarted shard no longer has: the
+  // gradient is useless; drop it and make the next pull a full one.
+  if (absl::IsAborted(r.status()) || absl::IsOutOfRange(r.status())) {
+    pushes_dropped_ += 1;
+    weights_.versions.clear();
+    return false;
+  }
+  return r.status();
 }
 
 absl::Status TrainingWorker::PushPending() { return PushThen(nullptr); }
@@ -211,20 +225,20 @@ absl::StatusOr<std::optional<TrainingWorker::Unit>> TrainingWorker::NextUnit(
     std::swap(unit, leased_ahead_);
     return unit;
   }
-  absl::Time give_up = absl::Now() + options_.unavailable_timeout;
   while (!stop.load()) {
     const uint64_t me = work_.membership->worker_id();
-    absl::StatusOr<v1::AcquireUnitResponse> r = work_.coordinator->Acquire(me);
+    // Shard 0 restarting: wait for it (each answer starts a new wait).
+    absl::StatusOr<v1::AcquireUnitResponse> r =
+        UnreachableWait(absl::StrCat("the coordinator at ", work_.coordinator->address()),
+                        options_.unavailable_timeout)
+            .Until(&stop)
+            .Retry<v1::AcquireUnitResponse>([&] { return work_.coordinator->Acquire(me); });
+    if (!r.ok() && stop.load()) break;
     if (absl::IsNotFound(r.status())) {
       if (absl::Status s = work_.membership->Rejoin(); !s.ok()) return s;
       continue;
     }
-    if (IsTransient(r.status()) && absl::Now() < give_up) {  // Shard 0 restarting.
-      absl::SleepFor(absl::Seconds(1));
-      continue;
-    }
     if (!r.ok()) return r.status();
-    give_up = absl::Now() + options_.unavailable_timeout;
     if (r->outcome() == v1::AcquireUnitResponse::OUTCOME_UNIT) {
       return Unit{r->unit().epoch(), r->unit().index(), r->unit().data_unit(), me};
     }

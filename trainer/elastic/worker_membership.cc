@@ -1,13 +1,18 @@
 #include "trainer/elastic/worker_membership.h"
 
+#include "absl/strings/str_cat.h"
+#include "client/unreachable_wait.h"
 #include "common/log.h"
 
 namespace spotps {
 
 absl::StatusOr<std::unique_ptr<WorkerMembership>> WorkerMembership::Join(
-    CoordinatorClient* coordinator, const std::string& name) {
+    CoordinatorClient* coordinator, const std::string& name, absl::Duration timeout) {
   auto membership = std::unique_ptr<WorkerMembership>(new WorkerMembership(coordinator, name));
-  absl::StatusOr<v1::RegisterResponse> registered = coordinator->Register(name);
+  absl::StatusOr<v1::RegisterResponse> registered =
+      UnreachableWait(absl::StrCat("the coordinator at ", coordinator->address(), " to register"),
+                      timeout)
+          .Retry<v1::RegisterResponse>([&] { return coordinator->Register(name); });
   if (!registered.ok()) return registered.status();
   membership->worker_id_ = registered->worker_id();
   membership->consistency_ = registered->consistency();

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "common/background_loop.h"
 #include "client/coordinator_client.h"
 
@@ -18,8 +19,11 @@ namespace spotps {
 // thread and deregisters, so the coordinator re-issues nothing it holds.
 class WorkerMembership {
  public:
+  // Registers, waiting up to `timeout` for a coordinator that is not
+  // reachable yet (its shard still starting).
   static absl::StatusOr<std::unique_ptr<WorkerMembership>> Join(CoordinatorClient* coordinator,
-                                                                const std::string& name);
+                                                                const std::string& name,
+                                                                absl::Duration timeout);
   ~WorkerMembership();
 
   uint64_t worker_id() const { return worker_id_.load(); }
