@@ -106,25 +106,54 @@ TEST(PythonClientTest, PullsWhatCppSetAndPushesExactlyMinusLrTimesTheGradient) {
   EXPECT_GE(duplicates, 1u);  // The retried push id.
 }
 
-TEST(PythonClientTest, TheReadmeFineTuningExampleTrainsTheShards) {
+// The example as the docs run it: against fresh shards it initialises its
+// own head, trains it, and a second run goes on from the first's weights.
+TEST(PythonClientTest, TheFineTuningExampleInitialisesAndTrainsTheShards) {
   TempDir dir;
   auto shards = StartShards(dir, 0.5);
   ASSERT_NE(shards, nullptr);
-  auto cluster = *Cluster::Connect(shards->addresses());
-  const ModelLayout layout = *ModelLayout::Create({{"head.weight", {4, 16}}, {"head.bias", {4}}});
-  ASSERT_TRUE(cluster->Init(layout, std::vector<float>(layout.total_elements(), 0.0f)).ok());
-
   constexpr int kSteps = 40;
-  const std::string log = dir.path() + "/finetune.log";
-  const int code = RunPython({SPOTPS_SOURCE_DIR "/client/python/examples/finetune.py",
-                              "--ps=" + shards->addresses(), absl::StrCat("--steps=", kSteps)},
-                             log);
-  ASSERT_EQ(code, 0) << ReadLog(log);
+  for (int run = 1; run <= 2; ++run) {
+    const std::string log = absl::StrCat(dir.path(), "/finetune", run, ".log");
+    const int code = RunPython({SPOTPS_SOURCE_DIR "/client/python/examples/finetune.py",
+                                "--ps=" + shards->addresses(), absl::StrCat("--steps=", kSteps)},
+                               log);
+    const std::string output = ReadLog(log);
+    ASSERT_EQ(code, 0) << output;
+    EXPECT_EQ(output.find("initialised a new head") != std::string::npos, run == 1) << output;
+  }
+  auto cluster = *Cluster::Connect(shards->addresses());
+  ASSERT_TRUE(cluster->FetchLayout().ok());
+  EXPECT_EQ(cluster->layout().Summary().substr(0, 9), "2 tensors");
   auto stats = cluster->Stats();
   ASSERT_TRUE(stats.ok());
   uint64_t steps = 0;
   for (const auto& s : *stats) steps = std::max(steps, s.global_step());
-  EXPECT_EQ(steps, static_cast<uint64_t>(kSteps));  // Every step's push was applied.
+  EXPECT_EQ(steps, static_cast<uint64_t>(2 * kSteps));  // Every step's push was applied.
+}
+
+// Python's init cuts the model into the shards' partitions (3 shards, big
+// and small tensors), what C++ pulls is what Python set, a second init of
+// the same layout is not applied, and another model is refused.
+TEST(PythonClientTest, InitialisesShardsAsTheCppClientWould) {
+  TempDir dir;
+  auto shards = LocalShardCluster::Start(3, {"--optimizer=sgd", "--lr=0.5"}, dir.path());
+  ASSERT_TRUE(shards.ok()) << shards.status();
+  const std::string log = dir.path() + "/init.log";
+  const int code = RunPython(
+      {SPOTPS_SOURCE_DIR "/tests/client/python_init_check.py", "--ps=" + (*shards)->addresses()},
+      log);
+  ASSERT_EQ(code, 0) << ReadLog(log);
+  auto cluster = *Cluster::Connect((*shards)->addresses());
+  ASSERT_TRUE(cluster->FetchLayout().ok());
+  const ModelLayout want =
+      *ModelLayout::Create({{"embed", {1500, 1100}}, {"w", {129, 33}}, {"b", {9}}});
+  EXPECT_EQ(cluster->layout().fingerprint(), want.fingerprint());
+  WeightSnapshot w;
+  ASSERT_TRUE(cluster->Pull(v1::DTYPE_FP32, &w).ok());
+  for (int64_t i = 0; i < want.total_elements(); ++i) {
+    ASSERT_EQ(w.values[i], Initial(i)) << "element " << i;
+  }
 }
 
 // The Python client against a shard under mutual TLS with role tokens

@@ -1,23 +1,28 @@
 #!/usr/bin/python3
-"""Fine-tunes a model that lives on spotps shards, from Python.
+"""Trains a model that lives on spotps shards, from Python.
 
-The shards hold a linear head, tensors "head.weight" [classes, features] and
-"head.bias" [classes] (initialised by a C++ trainer or any spotps client).
-Each step pulls the current weights into torch tensors, computes the loss of
-a batch with torch autograd, and pushes the gradients; the shards apply
-their optimizer. Several copies of this script can train the same head at
-once (asynchronously).
+The model is a linear head, tensors "head.weight" [classes, features] and
+"head.bias" [classes]. On shards that hold no model yet the script
+initialises it (zeros); on shards that hold it already it goes on training
+it. Each step pulls the current weights into torch tensors, computes the
+loss of a batch with torch autograd, and pushes the gradients; the shards
+apply their optimizer. Several copies of this script can train the same head
+at once (asynchronously).
 
+    build/bin/spotps-ps --listen=127.0.0.1:7000 --shard_index=0 --num_shards=2 --lr=0.5 &
+    build/bin/spotps-ps --listen=127.0.0.1:7001 --shard_index=1 --num_shards=2 --lr=0.5 &
     PYTHONPATH=build/python /usr/bin/python3 client/python/examples/finetune.py \
         --ps=127.0.0.1:7000,127.0.0.1:7001 --steps=200
 
 The data is synthetic (labels from a fixed random "teacher"), so the script
-runs anywhere; it exits 1 if the loss did not go down.
+runs anywhere; it exits 1 if the loss did not go down, 2 if the shards hold
+some other model.
 """
 
 import argparse
 import sys
 
+import grpc
 import torch
 
 import spotps
@@ -31,11 +36,28 @@ def main():
     parser.add_argument("--dtype", default="bf16", choices=["bf16", "fp32"],
                         help="wire type of pulls and pushes")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--classes", type=int, default=4, help="classes of a new head")
+    parser.add_argument("--features", type=int, default=16, help="input features of a new head")
     args = parser.parse_args()
 
     cluster = spotps.Cluster(args.ps, deadline_s=30)
-    cluster.wait_for_layout(timeout_s=60)
+    try:
+        cluster.fetch_layout()
+    except spotps.SpotpsError as e:
+        if e.code != grpc.StatusCode.FAILED_PRECONDITION or "not initialised" not in str(e):
+            raise
+        applied = cluster.init([
+            ("head.weight", torch.zeros(args.classes, args.features)),
+            ("head.bias", torch.zeros(args.classes)),
+        ])
+        print("initialised a new head on the shards" if applied
+              else "another client initialised the head moments ago", flush=True)
     specs = {t.name: t for t in cluster.layout}
+    if set(specs) != {"head.weight", "head.bias"}:
+        names = ", ".join(list(specs)[:3])
+        print(f"finetune: the shards at {args.ps} hold another model ({len(specs)} tensors: "
+              f"{names}, ...); start fresh shards for this example", file=sys.stderr)
+        return 2
     classes, features = specs["head.weight"].shape
 
     gen = torch.Generator().manual_seed(args.seed)
@@ -72,4 +94,8 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except spotps.SpotpsError as e:
+        print(f"finetune: {e}", file=sys.stderr)
+        sys.exit(1)

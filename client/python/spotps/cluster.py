@@ -34,6 +34,33 @@ MIN_STREAM_MESSAGE_BYTES = 64 << 10
 # The version of a partition a snapshot does not hold (as kNoVersion in C++).
 NO_VERSION = (1 << 64) - 1
 _RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+# common/partition_map.h's constants: every client must cut the flat space
+# exactly as the shards do.
+_MIN_PARTITION_ELEMENTS = 1 << 14
+_MAX_PARTITION_ELEMENTS = 1 << 20
+_TARGET_PARTITIONS_PER_SHARD = 4
+_MAX_SHARDS = 1024
+
+
+def partition_map(total_elements, num_shards):
+    """[Partition] by id for a flat space of `total_elements` on `num_shards`.
+
+    The same cut as common/partition_map.cc (PartitionMap::Create): about 4
+    partitions per shard within [16 Ki, 1 Mi] elements, assigned largest
+    first onto the least-loaded shard (the first such on ties). The shards
+    report theirs after an init, so a difference cannot go unnoticed.
+    """
+    if not 1 <= num_shards <= _MAX_SHARDS or total_elements <= 0:
+        raise ValueError(f"cannot partition {total_elements} elements over {num_shards} shards")
+    want = num_shards * _TARGET_PARTITIONS_PER_SHARD
+    size = min(max(-(-total_elements // want), _MIN_PARTITION_ELEMENTS), _MAX_PARTITION_ELEMENTS)
+    partitions = [Partition(i, begin, min(size, total_elements - begin), None)
+                  for i, begin in enumerate(range(0, total_elements, size))]
+    load = [0] * num_shards
+    for p in sorted(partitions, key=lambda p: -p.num_elements):  # Stable, as C++'s.
+        p.shard = min(range(num_shards), key=lambda s: load[s])
+        load[p.shard] += p.num_elements
+    return partitions
 
 
 class SpotpsError(Exception):
@@ -273,6 +300,51 @@ class Cluster:
             time.sleep(backoff * random.uniform(0.5, 1.0))
             backoff = min(backoff * 2, self.max_backoff_s)
 
+    def init(self, tensors):
+        """Initialises every shard with a model: `tensors` is a list of
+        (name, numpy array or torch tensor) in the model's order (a dict keeps
+        its order too). The values become FP32 master weights.
+
+        Each shard keeps the first valid init: returns True if these values
+        were applied everywhere, False if the shards already held this very
+        layout (someone else's values stay). A different model on the shards
+        is FAILED_PRECONDITION naming both. Afterwards the layout is known.
+        """
+        items = list(tensors.items()) if isinstance(tensors, dict) else list(tensors)
+        if not items:
+            raise ValueError("init: no tensors")
+        layout, flats, seen = pb.ModelLayout(), [], set()
+        for name, values in items:
+            if not name or name in seen:
+                raise ValueError(f"init: tensor name {name!r} is empty or repeated")
+            seen.add(name)
+            shape = tuple(int(d) for d in getattr(values, "shape", ()))
+            flat = _as_float32(values)
+            if not shape or any(d <= 0 for d in shape) or flat.size != int(np.prod(shape)):
+                raise ValueError(f"init: tensor {name!r} has shape {shape}: every dimension "
+                                 "must be positive")
+            if not np.all(np.isfinite(flat)):
+                raise ValueError(f"init: tensor {name!r} holds NaN or Inf")
+            layout.tensors.add(name=name, shape=shape, dtype=pb.DTYPE_FP32)
+            flats.append(flat)
+        flat = np.concatenate(flats)
+        partitions = partition_map(flat.size, self.num_shards)
+
+        def init_shard(i):
+            sources = [(p.id, 0, flat[p.flat_begin:p.flat_begin + p.num_elements], 0)
+                       for p in partitions if p.shard == i]
+            header = pb.InitRequest(layout=layout, num_shards=self.num_shards, shard_index=i)
+            return self._call(i, "Init", lambda t: self._stubs[i].Init(
+                self._chunk_messages(header, pb.DTYPE_FP32, sources), timeout=t))
+
+        replies = self._each_shard(init_shard)
+        self.fetch_layout()
+        if [(p.id, p.num_elements, p.shard) for p in self.partitions] != \
+                [(p.id, p.num_elements, p.shard) for p in partitions]:
+            raise SpotpsError(grpc.StatusCode.INTERNAL,
+                              "init: the shards cut the model differently from this client")
+        return all(r.applied for r in replies)
+
     def partitions_of_shard(self, shard):
         return [p.id for p in self.partitions if p.shard == shard]
 
@@ -411,19 +483,22 @@ class Cluster:
         return result
 
     def _push_messages(self, push_id, dtype, sources):
-        """The push stream for one shard, as the C++ client writes it.
-
-        The first message announces exactly the elements of each partition
-        the stream carries; every message but the last carries exactly
-        `per_message` elements (at least 64 KiB), chunks end at message and
-        partition borders.
-        """
+        """The push stream for one shard, as the C++ client writes it: the
+        first message announces exactly the elements of each partition the
+        stream carries."""
         announced = {}
         for pid, _, values, _ in sources:
             announced[pid] = announced.get(pid, 0) + values.size
         header = pb.PushRequest(push_id=push_id, dtype=dtype)
         for pid in sorted(announced):
             header.announced.add(partition_id=pid, num_elements=announced[pid])
+        return self._chunk_messages(header, dtype, sources)
+
+    def _chunk_messages(self, header, dtype, sources):
+        """`header`, then (partition id, offset, values, version) runs as
+        chunks: every message but the last carries exactly `per_message`
+        elements (at least 64 KiB), chunks end at message and partition
+        borders (parameter_server.proto's stream rules)."""
         width = codec.bytes_per_element(dtype)
         per_message = max(MIN_STREAM_MESSAGE_BYTES, self.message_bytes) // width
         msg, pending, sent_any = header, 0, False
@@ -437,7 +512,7 @@ class Cluster:
                 pending += n
                 if pending == per_message:
                     yield msg
-                    msg, pending, sent_any = pb.PushRequest(), 0, True
+                    msg, pending, sent_any = type(header)(), 0, True
         if pending > 0 or not sent_any:
             yield msg
 
