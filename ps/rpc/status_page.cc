@@ -164,10 +164,10 @@ h1{font-size:20px;margin:0 0 4px} h2{font-size:15px;margin:18px 0 6px}
 .grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(420px,1fr));gap:12px}
 .card{background:#fff;border:1px solid #ddd;border-radius:6px;padding:10px}
 table{border-collapse:collapse;width:100%} th,td{text-align:left;padding:2px 6px;border-bottom:1px solid #eee}
-.bar{background:#eee;height:12px;border-radius:3px;overflow:hidden}.bar>div{background:#3b7dd8;height:12px}
+.bar{background:#eee;height:12px;border-radius:3px;overflow:hidden}.bar>div{background:#7a8ca3;height:12px}
 .live{color:#187a2f}.silent{color:#b26b00}.gone{color:#888}.err{color:#b00020}
 .kpi{display:inline-block;margin-right:22px}.kpi b{font-size:18px;display:block}
-svg text{font-size:11px;fill:#555}
+svg text{font-size:11px;fill:#555} svg .legend{cursor:pointer} svg .legend.off{opacity:.35}
 </style></head>
 <body data-ready="0">
 <h1>spotps job status</h1>
@@ -195,7 +195,20 @@ function el(tag, attrs, text) {
   if (text !== undefined) e.textContent = text;
   return e;
 }
-function fmt(v, d) { return v === null || v === undefined ? "-" : Number(v).toFixed(d); }
+// "—" for what a worker never measured (no validation with --eval_batches=0).
+function fmt(v, d) { return v === null || v === undefined || !isFinite(v) ? "\u2014" : Number(v).toFixed(d); }
+// Axis labels: "0", not "0.00"; three significant digits below 100.
+function tick(y) { return Math.abs(y) >= 100 ? y.toFixed(0) : String(+y.toPrecision(3)); }
+// Series hidden by a click on their legend entry, kept in the URL's hash
+// (#hide=name|name) so that a view can be linked to.
+const hidden = new Set(decodeURIComponent(location.hash.replace(/^#hide=/, "")).split("|").filter(x => x));
+function toggle(name) {
+  hidden.has(name) ? hidden.delete(name) : hidden.add(name);
+  history.replaceState(null, "", location.pathname +
+      (hidden.size ? "#hide=" + encodeURIComponent([...hidden].join("|")) : ""));
+  if (lastData) render(lastData);
+}
+let lastData = null;
 function bytes(n) {
   const u = ["B","KiB","MiB","GiB"]; let i = 0;
   while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; }
@@ -224,25 +237,34 @@ function plot(svg, series, ylabel) {
   svg.appendChild(el("line", {x1: L, y1: T, x2: L, y2: H - B, stroke: "#999"}));
   for (let i = 0; i <= 4; i++) {
     const y = y0 + (y1 - y0) * i / 4;
-    svg.appendChild(el("text", {x: 4, y: sy(y) + 4}, y >= 1000 ? y.toFixed(0) : y.toPrecision(3)));
+    svg.appendChild(el("text", {x: 4, y: sy(y) + 4, class: "tick"}, tick(y)));
   }
   svg.appendChild(el("text", {x: L, y: H - 8}, "-" + ((x1 - x0) / 1000).toFixed(0) + " s"));
   svg.appendChild(el("text", {x: W - R - 20, y: H - 8}, "now"));
   svg.appendChild(el("text", {x: W - R + 6, y: H - B}, ylabel));
   series.forEach((s, i) => {
     if (s.points.length === 0) return;
+    const off = hidden.has(s.name);
+    // A style, not a fill attribute: the page's CSS would win over that.
+    const legend = el("text", {x: W - R + 6, y: T + 12 + 14 * i, style: "fill:" + s.color,
+                               class: "legend" + (off ? " off" : ""), "data-series": s.name},
+                      s.name + " " + tick(s.points[s.points.length - 1][1]));
+    legend.addEventListener("click", () => toggle(s.name));
+    svg.appendChild(legend);
+    if (off) return;
+    // Earlier series are drawn wider, so that one that runs under a later
+    // one still shows at its edges.
+    const width = 1.4 + 2.2 * (series.length - 1 - i) / Math.max(1, series.length - 1);
     const pts = s.points.map(p => sx(p[0]).toFixed(1) + "," + sy(p[1]).toFixed(1)).join(" ");
     svg.appendChild(el("polyline", {points: pts, fill: "none", stroke: s.color,
-                                    "stroke-width": 1.6, "stroke-dasharray": s.dash || "",
+                                    "stroke-width": width.toFixed(1), "stroke-dasharray": s.dash || "",
                                     "data-series": s.name}));
     if (s.dots) s.points.forEach(p => svg.appendChild(el("circle",
         {cx: sx(p[0]), cy: sy(p[1]), r: 2.5, fill: s.color})));
-    // A style, not a fill attribute: the page's CSS would win over that.
-    svg.appendChild(el("text", {x: W - R + 6, y: T + 12 + 14 * i, style: "fill:" + s.color,
-                                class: "legend"}, s.name));
   });
 }
 function render(d) {
+  lastData = d;
   const c = d.coordinator, shards = d.shards.list;
   const names = {};
   if (c) c.workers.forEach(w => names[w.id] = w.name);
@@ -287,10 +309,10 @@ function render(d) {
   if (c) c.workers.forEach(w => {
     const row = document.createElement("tr"); row.className = "worker";
     cell(row, w.name); cell(row, w.state, w.state);
-    cell(row, w.steps === null ? "-" : w.steps);
-    cell(row, w.units_committed === undefined ? "-" : w.units_committed);
+    cell(row, w.steps === null ? "\u2014" : w.steps);
+    cell(row, w.units_committed === undefined ? "\u2014" : w.units_committed);
     cell(row, fmt(w.train_loss, 4)); cell(row, fmt(w.val_loss, 4)); cell(row, fmt(w.tokens_per_s, 0));
-    cell(row, w.ms_since_heartbeat === undefined ? "-" : (w.ms_since_heartbeat / 1000).toFixed(1) + " s ago");
+    cell(row, w.ms_since_heartbeat === undefined ? "\u2014" : (w.ms_since_heartbeat / 1000).toFixed(1) + " s ago");
     wbody.appendChild(row);
   });
 
@@ -300,7 +322,8 @@ function render(d) {
   else c.epochs.forEach(e => {
     const div = document.createElement("div"); div.className = "epoch";
     const pct = e.units ? 100 * e.committed / e.units : 0;
-    div.appendChild(document.createTextNode("epoch " + e.epoch + ": " + e.committed + " / " + e.units +
+    // Epochs count from 1 on the page, as in the summary's "epoch 1 / N".
+    div.appendChild(document.createTextNode("epoch " + (e.epoch + 1) + " of " + c.num_epochs + ": " + e.committed + " / " + e.units +
         " units committed, " + e.leased + " leased, " + e.reissued + " re-issued, " + e.duplicated + " duplicated"));
     const bar = document.createElement("div"); bar.className = "bar";
     const fill = document.createElement("div"); fill.style.width = pct.toFixed(1) + "%";

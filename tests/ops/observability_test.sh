@@ -89,10 +89,14 @@ m0=$(wait_log "$work/shard0.log" 60 'metrics on http://[^:]*:([0-9]+)/metrics, s
 p0=$(wait_log "$work/shard0.port" 60 '^([0-9]+)$')
 trainer_ports=()
 trainer_pids=()
+# Trainer 1 runs without validation, as deploy/local/scale.sh's do: the page
+# shows a dash for what it never measured.
+eval_flags=("--eval_every=15 --eval_batches=2" "--eval_batches=0")
 for i in 0 1; do
+  # shellcheck disable=SC2086
   "$bin/spotps-trainer" --ps="127.0.0.1:$p0,127.0.0.1:$p1" --model=tiny --data="$work/corpus.tokens" \
-    --batch=8 --seq_len=64 --threads=1 --worker_index=$i --log_every=20 --eval_every=15 \
-    --eval_batches=2 --metrics_listen=127.0.0.1:0 > "$work/trainer$i.log" 2>&1 &
+    --batch=8 --seq_len=64 --threads=1 --worker_index=$i --log_every=20 ${eval_flags[i]} \
+    --metrics_listen=127.0.0.1:0 > "$work/trainer$i.log" 2>&1 &
   pids+=($!)
   trainer_pids[i]=$!
 done
@@ -188,12 +192,45 @@ chrome=(chromium --headless --disable-gpu --no-sandbox --disable-dev-shm-usage
         --user-data-dir="$work/chromium" --virtual-time-budget=8000)
 timeout 120 "${chrome[@]}" --dump-dom "$url" > "$work/dom.html" 2> "$work/chromium.log" ||
   fail "chromium --dump-dom failed"
-"$py" - "$work/dom.html" <<'EOF'
+# The view with trainer-1's training curve hidden (a click on its legend
+# entry; the page keeps it in the URL's hash).
+timeout 120 "${chrome[@]}" --dump-dom "$url#hide=trainer-1%20train" > "$work/dom-hidden.html" \
+  2>> "$work/chromium.log" || fail "chromium --dump-dom (hidden series) failed"
+"$py" - "$work/dom.html" "$work/dom-hidden.html" <<'EOF'
 import re, sys
 dom = open(sys.argv[1]).read()
-def need(pattern, what):
-    if not re.search(pattern, dom, re.S):
+hidden = open(sys.argv[2]).read()
+def need(pattern, what, text=None):
+    if not re.search(pattern, dom if text is None else text, re.S):
         sys.exit("status page DOM lacks " + what)
+def never(pattern, what, text=None):
+    m = re.search(pattern, dom if text is None else text, re.S)
+    if m:
+        sys.exit("status page DOM shows " + what + ": " + m.group(0)[:120])
+# Axis labels: plain numbers, the tokens/s axis starting at "0" (not "0.00").
+need(r'id="tokens-chart".*?<text[^>]*class="tick"[^>]*>0</text>', 'a "0" label on the tokens/s axis')
+never(r'class="tick"[^>]*>-?\d+\.\d*0</text>', "an axis label with trailing zeros")
+# Each series in the legend, with its last value, so overlapping lines can
+# be told apart; the first is drawn wider, so it shows under the second.
+for name in ("trainer-0 train", "trainer-1 train", "trainer-0 val"):
+    need(r'<text[^>]*class="legend"[^>]*data-series="%s">%s [0-9.]+</text>' % (name, name),
+         "a legend entry for " + name)
+widths = {series: float(w) for w, series in re.findall(
+    r'<polyline[^>]*stroke-width="([0-9.]+)"[^>]*data-series="(trainer-\d train)"', dom)}
+if len(widths) != 2 or len(set(widths.values())) != 2:
+    sys.exit("the two training curves are not drawn at different widths: %s" % widths)
+# Epochs count from 1 in the summary and in the progress rows alike.
+need(r'id="kpi-epoch"><b>1 / 2</b>', 'the summary\'s "epoch 1 / 2"')
+need(r'<div class="epoch">epoch 1 of 2: \d+ / 5000 units committed', "epoch 1's progress")
+never(r'<div class="epoch">epoch 0', 'an epoch row counting from 0')
+# Trainer 1 never validates: a dash, not "nan".
+need(r'<tr class="worker"><td>trainer-1</td>(<td[^>]*>[^<]*</td>){4}<td>\u2014</td>',
+     "a dash for trainer-1's validation loss")
+never(r'>nan<|>NaN<', "a NaN")
+# The hidden series: its legend entry greyed, its curve gone, the others drawn.
+need(r'class="legend off" data-series="trainer-1 train"', "a greyed legend entry", hidden)
+never(r'<polyline[^>]*data-series="trainer-1 train"', "trainer-1's hidden curve", hidden)
+need(r'<polyline[^>]*data-series="trainer-0 train"', "trainer-0's curve with 1's hidden", hidden)
 need(r'<body[^>]*data-ready="1"', "data-ready=1 (its script never rendered status.json)")
 need(r'id="loss-chart".*?<polyline[^>]*data-series="trainer-\d+ train"', "a training-loss curve")
 need(r'id="loss-chart".*?<polyline[^>]*data-series="trainer-\d+ val"', "a validation-loss curve")
@@ -201,7 +238,6 @@ need(r'id="tokens-chart".*?<polyline', "a tokens/s curve")
 for i in (0, 1):
     # Silent: a heartbeat late on a loaded machine; still a registered worker.
     need(r'<tr class="worker"><td>trainer-%d</td><td class="(live|silent)">' % i, "worker trainer-%d" % i)
-need(r'<div class="epoch">epoch 0: \d+ / 5000 units committed', "epoch 0's progress")
 need(r'<tr class="shard"><td>0</td>.*<tr class="shard"><td>1</td>', "both shards")
 need(r'id="checkpoint">checkpoint \d+ written', "the last checkpoint")
 need(r'id="kpi-tokens"><b>[1-9]', "a tokens/s figure above 0")
@@ -215,6 +251,10 @@ timeout 120 "${chrome[@]}" --hide-scrollbars --window-size=1400,1500 --screensho
 size=$(stat -c %s "$screenshot" 2>/dev/null || echo 0)
 [ "$size" -gt 20000 ] || fail "screenshot $screenshot has only $size bytes"
 head -c 8 "$screenshot" | od -An -tx1 | grep -q '89 50 4e 47' || fail "$screenshot is not a PNG"
+# Both trainers' curves are visible in the picture: pixels of each one's
+# colour (the page uses them for the curves alone).
+"$py" "$(dirname "$0")/png_colors.py" "$screenshot" 3b7dd8 d8453b ||
+  fail "the screenshot does not show both trainers' curves"
 
 # Figures: size of a scrape and of the status page's data, and their time.
 figures=$("$py" - "$m0" "${trainer_ports[0]}" <<'EOF'
