@@ -66,7 +66,7 @@ start_trainer() {
   pid=$!
   echo "$index $pid" >> "$SPOTPS_RUN_DIR/scaled-trainers"
   for _ in $(seq 600); do
-    if grep -q "^\[trainer-$index\] model" "$log"; then
+    if grep -qs "^\[trainer-$index\] model" "$log"; then
       say "trainer-$index joined (pid $pid, log $log)"
       return 0
     fi

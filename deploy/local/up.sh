@@ -4,13 +4,17 @@
 #
 #   deploy/local/up.sh [--seconds=180] [--workers=2] [--shards=2] [--model=tiny]
 #                      [--batch=8] [--seq_len=128] [--lr=1e-3] [--dtype=bf16] [--epochs=1]
-#                      [--consistency=async|ssp:S|sync]
+#                      [--consistency=async|ssp:S|sync] [--resume=RUN_DIR]
 #
 # Installs the dependencies, builds, prepares the corpus, starts the shards
-# and trainers on loopback, shows their progress, prints the validation loss,
-# samples text from the final weights (pulled through the client library)
-# and stops every process it started, on Ctrl-C too. Its last line is
+# and trainers on loopback, shows their progress, checkpoints the final
+# weights, prints the validation loss, samples text from them (pulled
+# through the client library) and stops every process it started, on Ctrl-C
+# too. Its last line is
 #   final: val_loss=X tokens=N tokens_per_s=T
+# --resume=RUN_DIR starts the shards of an earlier run from its checkpoints
+# (with that run's settings) and trains on for --seconds; --seconds=0 only
+# evaluates and samples.
 set -euo pipefail
 
 SECONDS_TO_TRAIN=180
@@ -23,6 +27,7 @@ LR=1e-3
 DTYPE=bf16
 EPOCHS=1
 CONSISTENCY=async
+RESUME=""
 for arg in "$@"; do
   case "$arg" in
     --seconds=*) SECONDS_TO_TRAIN=${arg#*=} ;;
@@ -36,10 +41,19 @@ for arg in "$@"; do
     --dtype=*) DTYPE=${arg#*=} ;;
     --epochs=*) EPOCHS=${arg#*=} ;;
     --consistency=*) CONSISTENCY=${arg#*=} ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    --resume=*) RESUME=${arg#*=} ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "up.sh: unknown argument '$arg' (see --help)" >&2; exit 2 ;;
   esac
 done
+
+if [ -n "$RESUME" ]; then
+  # The earlier run's settings; --seconds and --workers still apply.
+  [ -f "$RESUME/job.env" ] ||
+    { echo "up.sh: $RESUME/job.env is missing: not a run directory of up.sh" >&2; exit 2; }
+  # shellcheck source=/dev/null
+  source "$RESUME/job.env"
+fi
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=deploy/shell-lib.sh
@@ -62,7 +76,13 @@ corpus_dir=$repo/.cache/corpus
 trainer/data/prepare_corpus.sh "$corpus_dir" "$bin/spotps-tokenize"
 data=$corpus_dir/kjv.tokens
 
-run_dir=$(mktemp -d "${TMPDIR:-/tmp}/spotps-run-XXXXXX")
+if [ -n "$RESUME" ]; then
+  run_dir=$(cd "$RESUME" && pwd)
+else
+  run_dir=$(mktemp -d "${TMPDIR:-/tmp}/spotps-run-XXXXXX")
+  printf '%s=%q\n' SHARDS "$SHARDS" MODEL "$MODEL" BATCH "$BATCH" SEQ_LEN "$SEQ_LEN" LR "$LR" \
+    DTYPE "$DTYPE" EPOCHS "$EPOCHS" CONSISTENCY "$CONSISTENCY" > "$run_dir/job.env"
+fi
 # While the job runs, deploy/local/scale.sh finds it through this file.
 job_env=$repo/.cache/local-job.env
 shard_pids=()
@@ -95,7 +115,11 @@ trainer_threads=$(( cores / WORKERS )); [ $trainer_threads -ge 1 ] || trainer_th
 # One work unit is one trainer step; an epoch is about one pass over the
 # training tokens (the token file holds 2 bytes per token).
 units=$(( $(stat -c %s "$data") / 2 * 95 / 100 / (BATCH * SEQ_LEN) ))
-say "starting $SHARDS shards (logs in $run_dir); shard 0 coordinates $EPOCHS epoch(s) of $units units"
+if [ -n "$RESUME" ]; then
+  say "starting $SHARDS shards from the checkpoints in $run_dir/checkpoints"
+else
+  say "starting $SHARDS shards (logs in $run_dir); shard 0 coordinates $EPOCHS epoch(s) of $units units"
+fi
 # Shards 1..N-1 first: shard 0 needs their addresses to drive checkpoints.
 start_shard() {
   local i=$1
@@ -104,11 +128,12 @@ start_shard() {
       --shard_index="$i" --num_shards="$SHARDS" --optimizer=adamw --lr="$LR" \
       --warmup_steps=50 --weight_decay=0.01 --beta2=0.99 --consistency="$CONSISTENCY" \
       --checkpoint_dir="$run_dir/checkpoints/shard$i" --metrics_listen=127.0.0.1:0 \
-      "$@" > "$run_dir/shard$i.log" 2>&1 &
+      "$@" >> "$run_dir/shard$i.log" 2>&1 &
   shard_pids+=($!)
-  for _ in $(seq 100); do [ -s "$run_dir/shard$i.port" ] && break; sleep 0.1; done
+  for _ in $(seq 300); do [ -s "$run_dir/shard$i.port" ] && break; sleep 0.1; done
   [ -s "$run_dir/shard$i.port" ] || { cat "$run_dir/shard$i.log"; exit 1; }
 }
+rm -f "$run_dir"/shard*.port
 peers=""
 for i in $(seq 1 $((SHARDS - 1))); do
   start_shard "$i"
@@ -123,14 +148,19 @@ say "shards at $addresses"
 status_port=""
 for _ in $(seq 100); do
   status_port=$(sed -n -E 's|.*metrics on http://[^:]*:([0-9]+)/metrics, status page.*|\1|p' \
-                "$run_dir/shard0.log")
+                "$run_dir/shard0.log" | tail -n 1)
   [ -n "$status_port" ] && break
   sleep 0.1
 done
 [ -n "$status_port" ] && say "status page: http://127.0.0.1:$status_port/ (metrics at /metrics)"
 
-say "starting $WORKERS trainers: model=$MODEL dtype=$DTYPE batch=$BATCH seq_len=$SEQ_LEN for ${SECONDS_TO_TRAIN}s"
-for i in $(seq 0 $((WORKERS - 1))); do
+[ "$SECONDS_TO_TRAIN" -gt 0 ] || WORKERS=0
+[ "$WORKERS" -eq 0 ] ||
+  say "starting $WORKERS trainers: model=$MODEL dtype=$DTYPE batch=$BATCH seq_len=$SEQ_LEN for ${SECONDS_TO_TRAIN}s"
+# A resumed run's trainers take indices (and logs) of their own.
+first_index=0
+while [ -e "$run_dir/trainer$first_index.log" ]; do first_index=$((first_index + 1)); done
+for i in $(seq "$first_index" $((first_index + WORKERS - 1))); do
   "$bin/spotps-trainer" --ps="$addresses" --model="$MODEL" --data="$data" --dtype="$DTYPE" \
       --batch="$BATCH" --seq_len="$SEQ_LEN" --max_seconds="$SECONDS_TO_TRAIN" \
       --threads=$trainer_threads --worker_index=$i --log_every=20 --eval_every=100 \
@@ -153,16 +183,27 @@ for _ in $(seq 60); do
   sleep 1
 done
 
+# The last rounds' weights go to disk before the shards stop: they are all
+# that is left of the job afterwards.
+"$bin/spotps-ctl" --ps="$addresses" checkpoint > "$run_dir/final-checkpoint.log" 2>&1 ||
+  say "the final checkpoint failed (see $run_dir/final-checkpoint.log); the last periodic one stays"
+
 say "evaluating and sampling from the final weights"
 "$bin/spotps-generate" --ps="$addresses" --model="$MODEL" --data="$data" \
     --seq_len="$SEQ_LEN" --threads="$cores" | tee "$run_dir/generate.log"
 
-tokens=$(cat "$run_dir"/trainer*.log | sed -n 's/^summary: .* tokens=\([0-9]*\) .*/\1/p' |
+# This run's trainers only (a resumed run's directory holds earlier logs).
+logs=()
+for ((i = first_index; ; i++)); do [ -e "$run_dir/trainer$i.log" ] || break; logs+=("$run_dir/trainer$i.log"); done
+tokens=$(cat /dev/null "${logs[@]}" | sed -n 's/^summary: .* tokens=\([0-9]*\) .*/\1/p' |
          awk '{s += $1} END {print s + 0}')
-seconds=$(cat "$run_dir"/trainer*.log | sed -n 's/^summary: .* seconds=\([0-9.]*\) .*/\1/p' |
+seconds=$(cat /dev/null "${logs[@]}" | sed -n 's/^summary: .* seconds=\([0-9.]*\) .*/\1/p' |
           awk '$1 > m {m = $1} END {print m + 0}')
 val_loss=$(sed -n 's/^eval: val_loss=\([0-9.]*\).*/\1/p' "$run_dir/generate.log")
 tokens_per_s=$(awk -v t="$tokens" -v s="$seconds" 'BEGIN {printf "%.0f", (s > 0 ? t / s : 0)}')
 cleanup
 say "logs in $run_dir"
+say "the weights live on in $run_dir/checkpoints (one directory per shard):"
+say "  sample from them:    deploy/local/up.sh --resume=$run_dir --seconds=0"
+say "  train on from them:  deploy/local/up.sh --resume=$run_dir --seconds=180"
 echo "final: val_loss=$val_loss tokens=$tokens tokens_per_s=$tokens_per_s"
