@@ -64,8 +64,8 @@ absl::StatusOr<std::unique_ptr<TrainingWorker>> TrainingWorker::Create(
     init = cluster->Init(binding->layout(), initial);
   }
   if (absl::IsPermissionDenied(init.status())) {
-    // A trainer-role token may not initialise (README "Security and
-    // health"): train on the model an admin has initialised, or will.
+    // A trainer-role token may not initialise (docs/operations.md, "TLS and
+    // roles"): train on the model an admin has initialised, or will.
     if (absl::Status s = cluster->WaitForLayout(options.unavailable_timeout); !s.ok()) return s;
     if (absl::Status same = binding->CheckSameModel(cluster->layout()); !same.ok()) return same;
     init = false;
