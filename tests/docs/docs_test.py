@@ -28,7 +28,7 @@ Reads README.md and docs/*.md under SOURCE_DIR and checks:
      GitHub's rule (lowercase; punctuation but '-' and '_' removed; spaces
      to '-'; repeats get -1, -2, ...).
  (c) README.md has at most README_MAX_LINES lines.
- (d) No line dates itself by a period of work ("session 12", "issue 14",
+ (d) No line dates itself by a period of work ("session N", "issue N",
      "(issue", "sprint", a month and year).
 
 Exits 1 and prints one line per problem (FILE:LINE: what is wrong), or 0.
