@@ -4,7 +4,7 @@
 # relocations walk the longest (cmake/startup_heavy_libraries.sh explains
 # the cost). The same libraries are loaded either way, so only the order of
 # the scope changes; measured on the `small` join run it cuts the process's
-# exec phase by ~0.1 s of ~0.5-0.6 s (README "Start-up load order").
+# exec phase by ~0.1 s of ~0.5-0.6 s (docs/architecture.md, "The trainer").
 #
 # The options go before the objects on the link line (LINK_OPTIONS), so
 # these DT_NEEDED entries precede LibTorch's. -DSPOTPS_STARTUP_LOAD_ORDER=OFF

@@ -70,7 +70,7 @@ ABSL_FLAG(std::string, staleness_method, "",
           "momentum of asynchrony), optionally joined by '+' with avg (average concurrent "
           "pushes), fresh (avg, and each push answered once applied so that trainers compute "
           "on weights that hold it) and warmup (warmup per live worker), e.g. dc+avg. Empty: "
-          "fresh with --consistency=async, none with ssp; see README, Async training quality.");
+          "fresh with --consistency=async, none with ssp; see docs/architecture.md, Async.");
 ABSL_FLAG(double, dc_lambda, 1.0, "--staleness_method=dc: the compensation's lambda.");
 ABSL_FLAG(int, average_pushes, 0,
           "--staleness_method=...+avg: pushes per averaged update; 0: the live workers (shard "
@@ -142,7 +142,7 @@ absl::StatusOr<spotps::ShardOptions> OptionsFromFlags() {
   std::string method = absl::GetFlag(FLAGS_staleness_method);
   if (method.empty()) {
     // Plain async learns as well per token as sync only without staleness
-    // (README, Async training quality); ssp and sync keep their own rules.
+    // (docs/architecture.md, Choosing a mode); ssp and sync keep their own rules.
     const bool plain_async =
         consistency->mode == spotps::v1::CONSISTENCY_ASYNC && !o.staleness_lr_scaling;
     method = plain_async ? "fresh" : "none";

@@ -6,7 +6,7 @@
 // starts, before main(), and the trainer's start is where they pay: on a
 // paravirtualized host (each page fault a VM exit) faults were 20-26% of a
 // joining trainer's samples up to its first push, and 2 MB pages cut that
-// first push by ~0.4 s (README "Huge pages for the trainer's heap"). This
+// first push by ~0.4 s (docs/architecture.md, "The trainer"). This
 // program links only the C/C++ runtime, so it adds about a millisecond.
 // A GLIBC_TUNABLES that already names glibc.malloc.hugetlb is kept as it is:
 // glibc.malloc.hugetlb=0 turns the huge pages off.

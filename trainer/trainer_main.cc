@@ -58,7 +58,7 @@ ABSL_FLAG(bool, overlap, true, "Overlap pull/push with compute.");
 ABSL_FLAG(int64_t, first_step_batch, 1,
           "Join ramp: train the first unit in two steps, its first N sequences and then the "
           "rest, so that a newly started worker pushes its first gradient after a short step "
-          "(README \"Join ramp\"); 0 or >= --batch: off. Not in sync mode.");
+          "(docs/architecture.md, \"The trainer\"); 0 or >= --batch: off. Not in sync mode.");
 ABSL_FLAG(int, transfer_nice, 10,
           "Nice value (0-19) for this trainer's threads other than compute (pulls, pushes, "
           "BF16 conversion, gRPC), so that on a shared host they run in compute's gaps "

@@ -30,7 +30,7 @@ const char* RoleName(Role role);
 // nullopt for a method the table does not know: refused.
 std::optional<Role> RequiredRole(absl::string_view method);
 
-// Every (method, role) of the table, for tests and the README.
+// Every (method, role) of the table, for tests and docs/operations.md.
 const std::vector<std::pair<std::string, Role>>& AccessTable();
 
 }  // namespace spotps

@@ -1,5 +1,5 @@
 // ShardMetrics: what a spotps-ps shard exports to Prometheus on
-// --metrics_listen (the list is in the README's Operations section).
+// --metrics_listen (the list is in docs/operations.md, Metrics).
 #ifndef SPOTPS_PS_RPC_SHARD_METRICS_H_
 #define SPOTPS_PS_RPC_SHARD_METRICS_H_
 

@@ -4,7 +4,7 @@
 // one epoch), the same seed, lr and data; trainer processes of one thread.
 // Each job reports the validation loss of the final weights, its wall time
 // and the trainers' mean staleness. Modes:
-//   async        the default: every gradient applied on arrival
+//   async        the shard's default method (fresh: concurrent pushes averaged)
 //   async_lr     async with --staleness_method=lr (lr / (1 + staleness))
 //   async_dc     async with --staleness_method=dc (delay-compensated AdamW)
 //   async:SPEC   async with --staleness_method=SPEC (e.g. none, dc+avg)

@@ -7,8 +7,8 @@
 // For each S and N: updates/s, updates/s and wire bytes/s per shard, and the
 // efficiency throughput(N) / (N x throughput(1)) against the 1-trainer run
 // on the same shards; a shard count saturates at the first N whose
-// efficiency falls below 0.9. Loopback, no link cap (the network-namespace
-// harness with capped links has not landed).
+// efficiency falls below 0.9. Loopback, no link cap (it does not use the
+// network-namespace harness).
 // Last line: scaling: efficiency_at_8=E shards=S model=M (E is the best
 // efficiency at N=8, or at the largest N when 8 is not measured, over the
 // shard counts; S the fewest shards that reach it).

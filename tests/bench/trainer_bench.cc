@@ -118,7 +118,7 @@ absl::StatusOr<double> PlainTokensPerSecond(const GptConfig& config, const Token
 }
 
 // The real trainer loop against one spotps-ps process on the same host,
-// niced as README advises for a shard that shares a host with trainers.
+// niced as docs/operations.md advises for a shard that shares a host with trainers.
 absl::StatusOr<double> PsTokensPerSecond(const GptConfig& config, const TokenDataset& data,
                                          const std::string& dir) {
   auto shards =

@@ -1,4 +1,4 @@
-// The fault suite (issue 14): network partitions on the namespace harness,
+// The fault suite: network partitions on the namespace harness,
 // gray failures (SIGSTOP), a full checkpoint disk, a corrupt newest
 // checkpoint and push ids across a kill -9. Each scenario asserts what
 // survives: every unit committed once, nothing applied twice. main() prints

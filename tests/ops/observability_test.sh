@@ -157,7 +157,7 @@ token_rate=$(wait_query 'sum(rate(spotps_trainer_tokens_total[10s]))' 'v > 0')
 applied_before=$(wait_query 'sum(spotps_shard_pushes_applied_total)' 'v > 0')
 applied_after=$(wait_query 'sum(spotps_shard_pushes_applied_total)' "v > $applied_before")
 say "prometheus: up=$up token_rate=$token_rate tokens/s pushes applied $applied_before -> $applied_after"
-# Every family the README lists is exported by someone.
+# Every family docs/operations.md lists is exported by someone.
 for name in spotps_shard_pull_seconds_count spotps_shard_push_seconds_count \
     spotps_shard_apply_seconds_count spotps_shard_push_staleness_count \
     spotps_shard_received_bytes_total spotps_shard_sent_bytes_total spotps_shard_partitions \

@@ -83,8 +83,8 @@ absl::StatusOr<std::unique_ptr<TrainingWorker>> TrainingWorker::Create(
                       options.unavailable_timeout)
           .Retry<bool>([&] { return cluster->Init(binding->layout(), initial); });
   if (absl::IsPermissionDenied(init.status())) {
-    // A trainer-role token may not initialise (docs/operations.md, "Tokens
-    // and roles"): train on the model an admin has initialised, or will.
+    // A trainer-role token may not initialise (docs/operations.md, "TLS and
+    // roles"): train on the model an admin has initialised, or will.
     LogInfo("this trainer's token may not initialise the model: waiting for an admin to");
     if (absl::Status s = cluster->WaitForLayout(options.unavailable_timeout); !s.ok()) return s;
     if (absl::Status same = binding->CheckSameModel(cluster->layout()); !same.ok()) return same;
