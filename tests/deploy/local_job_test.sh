@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # deploy.LocalJob: the main job as a new user runs it, deploy/local/up.sh,
-# with the commands the README gives for a running job (scale.sh up, status,
-# down) and for the weights it leaves behind (--resume, to sample and to
-# train on). Checks what the user sees: trainers join and drain without
-# stray errors, the second trainer of a fresh job does not claim to resume,
-# the end names the checkpoints and the commands that use them, and those
-# commands work: sampling from the checkpoints gives the final validation
-# loss again, training on starts from the saved step.
+# and the README's five-minute tour run against it as written (its shell
+# blocks in order, in one shell: scale.sh up/down/status, a checkpoint,
+# spotps-generate, the client example, an export, the Python example on
+# shards of its own; the only rewrite is free ports for its 7000 and 7001),
+# then the commands up.sh prints for the weights it leaves behind (--resume,
+# to sample and to train on). Checks what the user sees: trainers join and
+# drain without stray errors, the second trainer of a fresh job does not
+# claim to resume, the end names the checkpoints and the commands that use
+# them, and those commands work: sampling from the checkpoints gives the
+# final validation loss again, training on starts from the saved step.
 #
 #   tests/deploy/local_job_test.sh
 set -euo pipefail
@@ -35,8 +38,8 @@ trap 'exit 130' INT TERM
 export TMPDIR=$work
 
 cd "$repo"
-say "starting deploy/local/up.sh --seconds=40"
-deploy/local/up.sh --seconds=40 > "$work/up.log" 2>&1 &
+say "starting deploy/local/up.sh --seconds=90"
+deploy/local/up.sh --seconds=90 > "$work/up.log" 2>&1 &
 job_pid=$!
 for _ in $(seq 600); do
   grep -q "starting 2 trainers" "$work/up.log" && [ -f .cache/local-job.env ] && break
@@ -45,14 +48,38 @@ for _ in $(seq 600); do
 done
 grep -q "starting 2 trainers" "$work/up.log" || fail "up.sh did not start its trainers"
 
-deploy/local/scale.sh up 1 > "$work/scale-up.log" 2>&1 || fail "scale.sh up failed"
-grep -q "trainer-2 joined" "$work/scale-up.log" || fail "scale.sh up: no trainer joined"
-! grep -q "grep:\|No such file" "$work/scale-up.log" || fail "scale.sh up printed an error"
-deploy/local/scale.sh status > "$work/scale-status.log" 2>&1 || fail "scale.sh status failed"
-grep -q "trainer-2 (pid" "$work/scale-status.log" || fail "status does not list trainer-2"
-deploy/local/scale.sh down 1 > "$work/scale-down.log" 2>&1 || fail "scale.sh down failed"
-grep -q "trainer-2 drained: summary: .* val_loss=- " "$work/scale-down.log" ||
-  fail "trainer-2 did not drain with a dash for the validation loss it never measured"
+# The tour: every ```sh block of README.md's "A five-minute tour", in order.
+ports=$(/usr/bin/python3 -c 'import socket
+socks = [socket.socket() for _ in range(2)]
+for s in socks: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in socks))')
+read -r port_a port_b <<< "$ports"
+/usr/bin/python3 - README.md "$port_a" "$port_b" > "$work/tour.sh" <<'EOF'
+import re, sys
+text = open(sys.argv[1]).read()
+tour = re.search(r"^## A five-minute tour\n(.*?)^## ", text, re.S | re.M).group(1)
+blocks = re.findall(r"^```sh\n(.*?)^```", tour, re.S | re.M)
+if len(blocks) < 5:
+    sys.exit("the README's tour has %d shell blocks" % len(blocks))
+print("set -euo pipefail")
+for block in blocks:
+    print(block.replace("127.0.0.1:7000", "127.0.0.1:" + sys.argv[2])
+               .replace("127.0.0.1:7001", "127.0.0.1:" + sys.argv[3]))
+EOF
+say "running the README's tour ($(grep -c . "$work/tour.sh") lines)"
+bash "$work/tour.sh" > "$work/tour.log" 2>&1 || fail "the README's tour failed: $(tail -n 5 "$work/tour.log")"
+! grep -q "grep:\|No such file" "$work/tour.log" || fail "the tour printed an error"
+grep -q "trainer-3 joined" "$work/tour.log" || fail "scale.sh up 2: trainer-3 did not join"
+grep -q "trainer-3 drained: summary: .* val_loss=- " "$work/tour.log" ||
+  fail "trainer-3 did not drain with a dash for the validation loss it never measured"
+grep -q "trainer-2 (pid" "$work/tour.log" || fail "scale.sh status does not list trainer-2"
+grep -q "^checkpoint: id=[0-9]" "$work/tour.log" || fail "no checkpoint round"
+grep -q "^eval: val_loss=[0-9.]*" "$work/tour.log" || fail "spotps-generate printed no loss"
+grep -q "^wte.weight: [0-9]* elements" "$work/tour.log" || fail "the client example pulled nothing"
+[ -s .cache/model.safetensors ] || fail "the export wrote nothing"
+grep -q "^initialised a new head" "$work/tour.log" || fail "the Python example did not initialise"
+grep -q "^finetune: loss" "$work/tour.log" || fail "the Python example did not train"
+rm -f .cache/model.safetensors
 
 wait "$job_pid" || fail "up.sh exited $?"
 job_pid=""
@@ -60,10 +87,12 @@ grep -q "^final: val_loss=[0-9.]* tokens=[1-9]" "$work/up.log" || fail "no final
 final=$(sed -n 's/^final: val_loss=\([0-9.]*\) .*/\1/p' "$work/up.log")
 grep -q "initialised the shards with this trainer's weights" "$work/up.log" ||
   fail "no trainer said it initialised the shards"
-grep -q "another trainer initialised the model moments ago" "$work/up.log" ||
-  fail "the second trainer did not say another one initialised the model"
-! grep -q "training goes on from their weights" "$work/up.log" ||
-  fail "a trainer of a fresh job claims to go on from earlier weights"
+# The other either lost the race to initialise, found weights nobody has
+# trained yet, or joined a few steps in: it says which, never that the shards
+# "already hold the model", which read like a resume.
+grep -Eq "initialised the model moments ago|no update applied yet|at global step [0-9]{1,2}:" \
+  "$work/up.log" || fail "the second trainer did not say where its weights come from"
+! grep -q "already hold the model" "$work/up.log" || fail "a trainer of a fresh job claims to resume"
 sample=$(sed -n 's/^\[up\]   sample from them: *//p' "$work/up.log")
 train_on=$(sed -n 's/^\[up\]   train on from them: *//p' "$work/up.log")
 [ -n "$sample" ] && [ -n "$train_on" ] || fail "up.sh did not say how to use its checkpoints"

@@ -42,6 +42,8 @@ def main():
 
     cluster = spotps.Cluster(args.ps, deadline_s=30)
     try:
+        # Shards started a moment ago may not listen yet.
+        cluster.wait_until_reachable(timeout_s=30)
         cluster.fetch_layout()
     except spotps.SpotpsError as e:
         if e.code != grpc.StatusCode.FAILED_PRECONDITION or "not initialised" not in str(e):

@@ -285,6 +285,30 @@ class Cluster:
         self._partition_starts = [p.flat_begin for p in partitions]
         self._by_name = {t.name: t for t in layout}
 
+    def wait_until_reachable(self, timeout_s=60.0, report=print):
+        """Waits until every shard answers (initialised or not), retrying
+        while they are unreachable and saying every 5 s what it waits for;
+        UNAVAILABLE after `timeout_s`, naming the addresses."""
+        start = time.monotonic()
+        next_report = start + 2
+        while True:
+            try:
+                self.stats()
+                return
+            except SpotpsError as e:
+                if e.code not in _RETRYABLE:
+                    raise
+                now = time.monotonic()
+                if now - start >= timeout_s:
+                    raise SpotpsError(e.code, f"gave up after {now - start:.0f} s waiting for the "
+                                      f"shards at {','.join(self.addresses)} (is the job "
+                                      f"running, and are the addresses right?): {e.message}") from None
+                if now >= next_report and report is not None:
+                    report(f"waiting for the shards at {','.join(self.addresses)} "
+                           f"({now - start:.0f} s of {timeout_s:.0f} s): {e.message}")
+                    next_report = now + 5
+            time.sleep(0.2)
+
     def wait_for_layout(self, timeout_s=60.0):
         """fetch_layout, polling with backoff until the model is initialised."""
         give_up = time.monotonic() + timeout_s
