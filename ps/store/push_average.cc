@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "common/tensor_codec.h"
+
 namespace spotps {
 
 PushAverage::PushAverage(size_t num_partitions)
@@ -40,11 +42,50 @@ PushAverage::Batch PushAverage::Take() {
   return out;
 }
 
-void PushAverage::Batch::MeanInto(uint32_t id, int64_t n, float* out) const {
+std::vector<PushAverage::ElementRun> PushAverage::Batch::MeanInto(uint32_t id, int64_t n,
+                                                                  float* out) const {
   std::fill(out, out + n, 0.0f);
-  for (const RoundBuffer::Gradient& g : gradients) RoundBuffer::AddPartitionInto(g, id, out);
-  const float inverse = counts[id] > 0 ? 1.0f / static_cast<float>(counts[id]) : 0.0f;
-  for (int64_t i = 0; i < n; ++i) out[i] *= inverse;
+  // How many pushes carried each element; empty while every push that
+  // carried the partition carried all of it (dense trainers: no per-element
+  // bookkeeping on the hot path).
+  std::vector<uint32_t> carried;
+  uint32_t whole = 0;  // Pushes that carried every element, before the first partial one.
+  for (const RoundBuffer::Gradient& g : gradients) {
+    auto pieces = g.partitions.find(id);
+    if (pieces == g.partitions.end()) continue;
+    RoundBuffer::AddPartitionInto(g, id, out);
+    const size_t width = WireBytesPerElement(g.dtype);
+    int64_t elements = 0;
+    for (const RoundBuffer::Gradient::Piece& piece : pieces->second) {
+      elements += static_cast<int64_t>(piece.bytes.size() / width);
+    }
+    if (elements == n && carried.empty()) {
+      whole += 1;
+      continue;
+    }
+    if (carried.empty()) carried.assign(n, whole);
+    for (const RoundBuffer::Gradient::Piece& piece : pieces->second) {
+      const int64_t end = static_cast<int64_t>(piece.offset + piece.bytes.size() / width);
+      for (int64_t i = static_cast<int64_t>(piece.offset); i < end; ++i) carried[i] += 1;
+    }
+  }
+  if (carried.empty()) {  // Only whole-partition pushes, if any.
+    if (whole == 0) return {};
+    const float inverse = 1.0f / static_cast<float>(whole);
+    for (int64_t i = 0; i < n; ++i) out[i] *= inverse;
+    return {{0, n}};
+  }
+  std::vector<ElementRun> runs;
+  for (int64_t i = 0; i < n; ++i) {
+    if (carried[i] == 0) continue;
+    out[i] /= static_cast<float>(carried[i]);
+    if (!runs.empty() && runs.back().end == i) {
+      runs.back().end = i + 1;
+    } else {
+      runs.push_back({i, i + 1});
+    }
+  }
+  return runs;
 }
 
 }  // namespace spotps

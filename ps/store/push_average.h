@@ -18,19 +18,37 @@ namespace spotps {
 // Owns a copy of each push held since the last Take (as sync rounds hold
 // theirs: the averaging itself waits for the update, when trainers wait
 // too), with each partition's contribution count and summed base versions.
-// Promises: a held push is in exactly one Batch; a partition's mean counts
-// only the pushes that carried it (elements a push did not carry count as
-// zero gradient). Not thread-safe: the ShardStore serializes access.
+// Promises: a held push is in exactly one Batch; an element's mean counts
+// only the pushes that carried that element, and an element no push
+// carried is not part of the update at all. Not thread-safe: the
+// ShardStore serializes access.
+//
+// Why per element, and not the sum divided by all k pushes: a push that
+// leaves an element out says nothing about it (a head being fine-tuned, a
+// service updating some tensors), it does not say "zero gradient". So an
+// averaged update moves exactly the elements some push carried, each by
+// the mean of what was pushed for it, as applying the pushes one by one
+// would (staleness method `none`) up to the averaging itself; dense
+// trainers, which carry every element, get the plain mean of k.
 class PushAverage {
  public:
+  // Elements [begin, end) of a partition.
+  struct ElementRun {
+    int64_t begin = 0;
+    int64_t end = 0;
+  };
+
   struct Batch {
     std::vector<RoundBuffer::Gradient> gradients;  // In arrival order.
     std::vector<uint32_t> counts;                  // By partition id: pushes that carried it.
     std::vector<uint64_t> base_sum;                // Their base versions, summed.
     std::vector<std::string> push_ids;             // In arrival order.
 
-    // The mean of the held gradients' partition `id` (n elements) into out.
-    void MeanInto(uint32_t id, int64_t n, float* out) const;
+    // Writes the mean of the held gradients for each element of partition
+    // `id` (n elements) that at least one of them carried into out, and
+    // returns those elements as ascending, disjoint runs; the other
+    // elements of out are left at 0.
+    std::vector<ElementRun> MeanInto(uint32_t id, int64_t n, float* out) const;
   };
 
   explicit PushAverage(size_t num_partitions);

@@ -639,7 +639,9 @@ void ShardStore::ApplyAverage(PushAverage::Batch batch) {
     const uint32_t count = batch.counts[id];
     if (count == 0) continue;
     mean.resize(map_.partitions()[id].num_elements);
-    batch.MeanInto(id, static_cast<int64_t>(mean.size()), mean.data());
+    // Only the elements some push carried take part (push_average.h says why).
+    const std::vector<PushAverage::ElementRun> runs =
+        batch.MeanInto(id, static_cast<int64_t>(mean.size()), mean.data());
     // The update's base: the contributions' mean base version.
     const uint64_t base = (batch.base_sum[id] + count / 2) / count;
     PartitionState& p = *partitions_[id];
@@ -648,10 +650,12 @@ void ShardStore::ApplyAverage(PushAverage::Batch batch) {
     const StalenessStep how =
         PlanStalenessStep(staleness_, lr, ConfiguredMomentum(), View(staleness, step));
     p.version += 1;
-    for (size_t s = 0; s < p.state.size(); ++s) state[s] = p.state[s].data();
-    optimizer_.Apply(p.weights.data(), state, GradientView{v1::DTYPE_FP32, mean.data()},
-                     static_cast<int64_t>(mean.size()), static_cast<float>(how.lr), p.version,
-                     how.compensation, how.beta1);
+    for (const PushAverage::ElementRun& run : runs) {
+      for (size_t s = 0; s < p.state.size(); ++s) state[s] = p.state[s].data() + run.begin;
+      optimizer_.Apply(p.weights.data() + run.begin, state,
+                       GradientView{v1::DTYPE_FP32, mean.data() + run.begin}, run.end - run.begin,
+                       static_cast<float>(how.lr), p.version, how.compensation, how.beta1);
+    }
   }
   pushes_applied_.fetch_add(batch.push_ids.size(), std::memory_order_relaxed);
 }
