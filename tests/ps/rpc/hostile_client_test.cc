@@ -7,11 +7,14 @@
 
 #include <cfloat>
 #include <cstring>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "client/cluster.h"
 #include "client/coordinator_client.h"
 #include "spotps/v1/coordinator.grpc.pb.h"
+#include "ps/coordination/coordinator.h"
+#include "ps/store/optimizer.h"
 #include "spotps/v1/parameter_server.grpc.pb.h"
 #include "tests/support/child_process.h"
 
@@ -228,6 +231,135 @@ TEST_F(HostileClientTest, AConditionalPullSendsEveryVersionButTheKnownOne) {
   // restarted from an older checkpoint) must get the shard's weights.
   EXPECT_TRUE(pulled(w.versions[id] + 5));
   EXPECT_TRUE(pulled(kNoVersion));
+}
+
+// Two clients push overlapping parts of one partition (a: [0, 8192) with
+// 0.5, b: [4096, 12288) with 1.5); the default "fresh" averages them into
+// one update (k = 2). Only carried elements move, each by one optimizer step
+// on the mean of the pushes that carried it; the last quarter, which nobody
+// pushed, keeps its weight and optimizer state however the optimizer decays.
+class PartialAverageTest : public HostileClientTest {
+ protected:
+  void RunAndCheck(const std::vector<std::string>& optimizer_flags, const OptimizerConfig& config,
+                   float lr) {
+    std::vector<std::string> flags = optimizer_flags;
+    flags.push_back("--average_pushes=2");
+    auto shards = LocalShardCluster::Start(1, flags, dir_.path());
+    ASSERT_TRUE(shards.ok()) << shards.status();
+    shards_ = *std::move(shards);
+    // One partition of 16 Ki elements, four tensors of a quarter each.
+    layout_ = *ModelLayout::Create({{"q0", {4096}}, {"q1", {4096}}, {"q2", {4096}}, {"q3", {4096}}});
+    auto a = *Cluster::Connect(shards_->addresses());
+    auto b = *Cluster::Connect(shards_->addresses());
+    std::vector<float> w0(layout_.total_elements());
+    for (size_t i = 0; i < w0.size(); ++i) w0[i] = 1.0f + 0.001f * static_cast<float>(i % 97);
+    ASSERT_TRUE(a->Init(layout_, w0).ok());
+    ASSERT_TRUE(b->FetchLayout().ok());
+    ASSERT_EQ(a->partition_map().partitions().size(), 1u);
+    WeightSnapshot before;
+    ASSERT_TRUE(a->Pull(v1::DTYPE_FP32, &before).ok());
+    const std::vector<float> half(4096, 0.5f), three_halves(4096, 1.5f);
+    // a's push waits for the averaged update, which b's push completes.
+    std::thread first([&] {
+      auto r = a->PushTensors({{"q0", half}, {"q1", half}}, before.versions, v1::DTYPE_FP32);
+      EXPECT_TRUE(r.ok()) << r.status();
+    });
+    absl::SleepFor(absl::Milliseconds(200));
+    auto r = b->PushTensors({{"q1", three_halves}, {"q2", three_halves}}, before.versions,
+                            v1::DTYPE_FP32);
+    first.join();
+    ASSERT_TRUE(r.ok()) << r.status();
+
+    // The expected weights: one update of each carried quarter with the
+    // mean of its pushes, by the shard's own optimizer code.
+    const Optimizer optimizer(config);
+    std::vector<float> want = w0;
+    const float means[3] = {0.5f, 1.0f, 1.5f};
+    for (int q = 0; q < 3; ++q) {
+      std::vector<float> grad(4096, means[q]);
+      std::vector<std::vector<float>> state(optimizer.state_slots(), std::vector<float>(4096, 0));
+      float* slots[2] = {nullptr, nullptr};
+      for (int s = 0; s < optimizer.state_slots(); ++s) slots[s] = state[s].data();
+      optimizer.Apply(want.data() + 4096 * q, slots, GradientView{v1::DTYPE_FP32, grad.data()},
+                      4096, lr, 1);
+    }
+    WeightSnapshot after;
+    ASSERT_TRUE(a->Pull(v1::DTYPE_FP32, &after).ok());
+    EXPECT_EQ(after.versions[0], before.versions[0] + 1);  // One averaged update.
+    for (int64_t i = 0; i < layout_.total_elements(); ++i) {
+      ASSERT_EQ(after.values[i], want[i]) << "element " << i << " (quarter " << i / 4096 << ")";
+    }
+    auto stats = a->Stats();
+    ASSERT_TRUE(stats.ok());
+    EXPECT_EQ((*stats)[0].pushes_applied(), 2u);
+    EXPECT_EQ((*stats)[0].global_step(), 1u);
+  }
+};
+
+TEST_F(PartialAverageTest, AdamWWithWeightDecayMovesOnlyWhatWasPushed) {
+  OptimizerConfig c;
+  c.kind = OptimizerKind::kAdamW;
+  c.weight_decay = 0.1f;
+  RunAndCheck({"--optimizer=adamw", "--lr=0.01", "--weight_decay=0.1"}, c, 0.01f);
+}
+
+TEST_F(PartialAverageTest, SgdMomentumMovesOnlyWhatWasPushedByTheMeanOfItsPushes) {
+  OptimizerConfig c;
+  c.kind = OptimizerKind::kSgd;
+  c.momentum = 0.9f;
+  c.weight_decay = 0.1f;
+  RunAndCheck({"--optimizer=sgd", "--lr=0.01", "--momentum=0.9", "--weight_decay=0.1"}, c,
+              0.01f);
+}
+
+// Sync rounds average whole gradients: a push that leaves part of the
+// shard's partitions out is refused before it is held, so a round can never
+// move an element nobody pushed.
+TEST_F(HostileClientTest, SyncRoundsRefuseAPartialPush) {
+  StartShards(1, {"--optimizer=sgd", "--weight_decay=0.1", "--consistency=sync"},
+              {"--epochs=1", "--units_per_epoch=4"});
+  const WeightSnapshot before = Pull();
+  const std::vector<float> g(64 * 32, 0.5f);
+  auto r = cluster_->PushTensors({{"w", g}}, before.versions, v1::DTYPE_FP32);
+  ASSERT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  EXPECT_NE(r.status().message().find("of its"), absl::string_view::npos) << r.status();
+  const WeightSnapshot after = Pull();
+  EXPECT_EQ(after.values, before.values);
+  EXPECT_EQ(after.versions, before.versions);
+}
+
+// Anyone may report under any worker's id until identities are bound to
+// registrations; what a report claims is bounded by what the coordinator
+// knows of that worker (units granted to this registration, the tokens per
+// unit it registered with), so one absurd report cannot make the worker's
+// real reports "go backwards" for good.
+TEST_F(HostileClientTest, TrainingReportsCannotClaimMoreThanTheWorkersUnits) {
+  StartShards(1, {"--optimizer=sgd"}, {"--epochs=1", "--units_per_epoch=16"});
+  auto coordinator = *CoordinatorClient::Connect(absl::StrCat("127.0.0.1:", shards_->port(0)));
+  const uint64_t worker = coordinator->Register("victim", /*tokens_per_unit=*/1024)->worker_id();
+  for (int i = 0; i < 3; ++i) {
+    auto grant = coordinator->Acquire(worker);
+    ASSERT_TRUE(grant.ok()) << grant.status();
+    ASSERT_EQ(grant->outcome(), v1::AcquireUnitResponse::OUTCOME_UNIT);
+  }
+  auto report = [&](uint64_t steps, uint64_t tokens) {
+    v1::TrainingReportRequest r;
+    r.set_worker_id(worker);
+    r.set_steps(steps);
+    r.set_tokens(tokens);
+    r.set_train_loss(2.5);
+    r.set_tokens_per_s(1000);
+    return coordinator->Report(r).code();
+  };
+  EXPECT_EQ(report(~uint64_t{0}, 1024), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(report(6, 1024), absl::StatusCode::kInvalidArgument);  // 3 units granted (+2).
+  EXPECT_EQ(report(3, 5 * 1024 + 1), absl::StatusCode::kInvalidArgument);
+  // Nothing of those was kept: the real reports go on.
+  EXPECT_EQ(report(2, 2048), absl::StatusCode::kOk);
+  EXPECT_EQ(report(3, 3072), absl::StatusCode::kOk);
+  // A registration claiming more tokens per unit than a unit may hold.
+  EXPECT_EQ(coordinator->Register("greedy", kMaxTokensPerUnit + 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
