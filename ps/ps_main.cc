@@ -35,6 +35,7 @@
 #include "ps/coordination/sync_round_driver.h"
 #include "ps/rpc/coordinator_service.h"
 #include "ps/rpc/parameter_server_service.h"
+#include "ps/rpc/server_reflection_v1.h"
 #include "ps/rpc/shard_metrics.h"
 #include "ps/rpc/shard_security.h"
 #include "ps/rpc/status_page.h"
@@ -354,6 +355,7 @@ int main(int argc, char** argv) {
   spotps::ShardAccessGate gate(std::move(security->tokens));
   spotps::EnableHealthAndReflection();
   grpc::ServerBuilder builder;
+  builder.SetOption(spotps::ServerReflectionV1Option());  // v1 beside gRPC's v1alpha.
   builder.AddListeningPort(absl::GetFlag(FLAGS_listen),
                            spotps::GatedServerCredentials(*security, &gate), &port);
   builder.SetMaxReceiveMessageSize(max_bytes);

@@ -26,6 +26,7 @@ const std::vector<std::pair<std::string, Role>>& AccessTable() {
       {"/grpc.health.v1.Health/Check", Role::kPublic},
       {"/grpc.health.v1.Health/Watch", Role::kPublic},
       {"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", Role::kReader},
+      {"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", Role::kReader},
   };
   return *table;
 }

@@ -1,5 +1,8 @@
 #include "ps/rpc/shard_security.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <grpc/grpc_security.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -90,7 +93,19 @@ bool IsLoopbackListenAddress(absl::string_view listen) {
   const size_t colon = listen.rfind(':');
   absl::string_view host = colon == absl::string_view::npos ? listen : listen.substr(0, colon);
   if (absl::ConsumePrefix(&host, "[")) absl::ConsumeSuffix(&host, "]");
-  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
+  if (host == "localhost") return true;
+  // Only literal addresses: a name such as 127.0.0.1.example.com may
+  // resolve anywhere.
+  const std::string literal(host);
+  in_addr v4;
+  if (inet_pton(AF_INET, literal.c_str(), &v4) == 1) {
+    return (ntohl(v4.s_addr) >> 24) == 127;  // 127.0.0.0/8
+  }
+  in6_addr v6;
+  if (inet_pton(AF_INET6, literal.c_str(), &v6) != 1) return false;
+  if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
+  // ::ffff:127.x.y.z, an IPv4 loopback address written as IPv6.
+  return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
 }
 
 absl::StatusOr<ShardSecurityOptions> ShardSecurityFromFlags(const std::string& listen) {

@@ -104,10 +104,16 @@ TEST(TokenTable, RefusesWeakDuplicateAndMalformedEntries) {
 }
 
 TEST(ListenAddress, LoopbackOrNot) {
-  for (const char* a : {"127.0.0.1:7000", "127.1.2.3:0", "localhost:7000", "[::1]:7000"}) {
+  for (const char* a : {"127.0.0.1:7000", "127.1.2.3:0", "127.255.255.255:1", "localhost:7000",
+                        "[::1]:7000", "[0:0:0:0:0:0:0:1]:7000", "[::ffff:127.0.0.1]:7000"}) {
     EXPECT_TRUE(IsLoopbackListenAddress(a)) << a;
   }
-  for (const char* a : {"0.0.0.0:7000", "10.0.0.1:7000", "[::]:7000", "myhost:7000", ":7000"}) {
+  // Names are not addresses: 127.0.0.1.example.com resolves wherever its
+  // owner likes.
+  for (const char* a : {"0.0.0.0:7000", "10.0.0.1:7000", "[::]:7000", "myhost:7000", ":7000",
+                        "127.0.0.1.example.com:0", "127.example.com:7000", "127.0.0.1.:7000",
+                        "localhost.example.com:7000", "[::ffff:10.0.0.1]:7000", "128.0.0.1:7000",
+                        "[::2]:7000", "127.0.0.256:7000"}) {
     EXPECT_FALSE(IsLoopbackListenAddress(a)) << a;
   }
 }

@@ -2,6 +2,7 @@
 // made by openssl in the test): every RPC against every role, refusals that
 // change nothing, transport refusals, health, reflection, the peer calls
 // shard 0 makes with its admin token, and the flags of spotps-ctl.
+#include <google/protobuf/descriptor.pb.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -276,32 +277,61 @@ TEST_F(SecurityTest, HealthAndReflection) {
   auto channel = Channel(0, Security(""));
   EXPECT_EQ(testing::HealthStatus(channel), "SERVING");
   EXPECT_EQ(testing::HealthStatus(Channel(1, Security(""))), "SERVING");
-  // ServerReflectionRequest{list_services: ""}: field 7, length 0.
+  // ServerReflectionRequest{list_services: ""}: field 7, length 0. Tools
+  // try v1 first, then v1alpha: both answer a reader alike.
   const std::string list_services("\x3a\x00", 2);
-  const char kReflection[] = "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo";
-  RawReply anonymous = RawGrpcCall(channel, kReflection, list_services, "", absl::Seconds(10));
-  EXPECT_EQ(anonymous.status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
-  RawReply reply = RawGrpcCall(channel, kReflection, list_services, Tokens().at(Role::kReader),
-                               absl::Seconds(10));
-  ASSERT_TRUE(reply.got_message) << reply.status.error_message();
-  // ServerReflectionResponse.list_services_response (6) .service (1) .name (1).
   std::set<std::string> services;
-  google::protobuf::UnknownFieldSet response;
-  ASSERT_TRUE(response.ParseFromString(reply.first_message));
-  for (int i = 0; i < response.field_count(); ++i) {
-    if (response.field(i).number() != 6) continue;
-    google::protobuf::UnknownFieldSet list;
-    ASSERT_TRUE(list.ParseFromString(response.field(i).length_delimited()));
-    for (int j = 0; j < list.field_count(); ++j) {
-      google::protobuf::UnknownFieldSet service;
-      ASSERT_TRUE(service.ParseFromString(list.field(j).length_delimited()));
-      services.insert(service.field(0).length_delimited());
+  for (const char* reflection : {"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+                                 "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"}) {
+    RawReply anonymous = RawGrpcCall(channel, reflection, list_services, "", absl::Seconds(10));
+    EXPECT_EQ(anonymous.status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << reflection;
+    RawReply reply = RawGrpcCall(channel, reflection, list_services, Tokens().at(Role::kReader),
+                                 absl::Seconds(10));
+    ASSERT_TRUE(reply.got_message) << reflection << ": " << reply.status.error_message();
+    // ServerReflectionResponse.list_services_response (6) .service (1) .name (1).
+    std::set<std::string> listed;
+    google::protobuf::UnknownFieldSet response;
+    ASSERT_TRUE(response.ParseFromString(reply.first_message));
+    for (int i = 0; i < response.field_count(); ++i) {
+      if (response.field(i).number() != 6) continue;
+      google::protobuf::UnknownFieldSet list;
+      ASSERT_TRUE(list.ParseFromString(response.field(i).length_delimited()));
+      for (int j = 0; j < list.field_count(); ++j) {
+        google::protobuf::UnknownFieldSet service;
+        ASSERT_TRUE(service.ParseFromString(list.field(j).length_delimited()));
+        listed.insert(service.field(0).length_delimited());
+      }
     }
+    EXPECT_EQ(listed, (std::set<std::string>{
+                          "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection",
+                          "grpc.reflection.v1alpha.ServerReflection", "spotps.v1.Coordinator",
+                          "spotps.v1.ParameterServer", "spotps.v1.TrainingReports"}))
+        << reflection;
+    services = listed;
   }
-  EXPECT_EQ(services, (std::set<std::string>{
-                          "grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection",
-                          "spotps.v1.Coordinator", "spotps.v1.ParameterServer",
-                          "spotps.v1.TrainingReports"}));
+  // v1 describes a service: file_containing_symbol (4) answers with
+  // file_descriptor_response (4) whose first file defines it.
+  {
+    google::protobuf::UnknownFieldSet request;
+    request.AddLengthDelimited(4, "spotps.v1.ParameterServer");
+    std::string bytes;
+    ASSERT_TRUE(request.SerializeToString(&bytes));
+    RawReply reply = RawGrpcCall(channel, "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+                                 bytes, Tokens().at(Role::kReader), absl::Seconds(10));
+    ASSERT_TRUE(reply.got_message) << reply.status.error_message();
+    google::protobuf::UnknownFieldSet response;
+    ASSERT_TRUE(response.ParseFromString(reply.first_message));
+    std::string file_name;
+    for (int i = 0; i < response.field_count(); ++i) {
+      if (response.field(i).number() != 4) continue;
+      google::protobuf::UnknownFieldSet files;
+      ASSERT_TRUE(files.ParseFromString(response.field(i).length_delimited()));
+      google::protobuf::FileDescriptorProto first;
+      ASSERT_TRUE(first.ParseFromString(files.field(0).length_delimited()));
+      file_name = first.name();
+    }
+    EXPECT_EQ(file_name, "spotps/v1/parameter_server.proto");
+  }
   // Every service the shard serves has its methods in the access table.
   for (const std::string& service : services) {
     bool listed = false;
@@ -344,6 +374,18 @@ TEST_F(SecurityTest, BinariesTakeTheFlags) {
   EXPECT_EQ(RunToExit(ps, Path("ps-plain.log")), 2);
   EXPECT_TRUE(absl::StrContains(Read(Path("ps-plain.log")), "refusing plaintext"))
       << Read(Path("ps-plain.log"));
+  // Only literal loopback addresses and "localhost" may go plaintext; a name
+  // that merely starts like one may not.
+  int run = 0;
+  for (const char* listen : {"--listen=127.0.0.1.example.com:0", "--listen=127.example.com:0"}) {
+    const std::string log = Path(absl::StrCat("ps-name", run++, ".log"));
+    EXPECT_EQ(RunToExit({ps[0], ps[1], listen}, log), 2) << listen;
+    EXPECT_TRUE(absl::StrContains(Read(log), "refusing plaintext")) << listen << Read(log);
+  }
+  for (const char* listen : {"--listen=127.0.0.1:0", "--listen=[::1]:0", "--listen=localhost:0"}) {
+    const std::string log = Path(absl::StrCat("ps-loopback", run++, ".log"));
+    EXPECT_EQ(RunToExit({ps[0], ps[1], listen}, log), 0) << listen << Read(log);
+  }
   std::vector<std::string> insecure = ps;
   insecure.push_back("--insecure");
   EXPECT_EQ(RunToExit(insecure, Path("ps-insecure.log")), 0) << Read(Path("ps-insecure.log"));
