@@ -36,9 +36,11 @@ CoordinatorClient::CoordinatorClient(std::string address, const RetryPolicy& pol
 
 CoordinatorClient::~CoordinatorClient() = default;
 
-absl::StatusOr<v1::RegisterResponse> CoordinatorClient::Register(const std::string& name) {
+absl::StatusOr<v1::RegisterResponse> CoordinatorClient::Register(const std::string& name,
+                                                                 uint64_t tokens_per_unit) {
   v1::RegisterRequest request;
   request.set_name(name);
+  request.set_tokens_per_unit(tokens_per_unit);
   v1::RegisterResponse response;
   absl::Status s = CallWithRetry(policy_, absl::StrCat("coordinator ", address_, " Register"),
                                  [&](grpc::ClientContext* ctx) {

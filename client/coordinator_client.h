@@ -33,8 +33,10 @@ class CoordinatorClient {
   // (started without --epochs).
 
   // A new lease; the response says how often to heartbeat and the job's
-  // consistency mode.
-  absl::StatusOr<v1::RegisterResponse> Register(const std::string& name);
+  // consistency mode. `tokens_per_unit` (batch x seq_len; 0: not said)
+  // bounds what this worker's training reports may claim.
+  absl::StatusOr<v1::RegisterResponse> Register(const std::string& name,
+                                                uint64_t tokens_per_unit = 0);
   // NOT_FOUND: the lease expired (or the coordinator restarted); register
   // again under a new id.
   absl::Status Heartbeat(uint64_t worker_id);

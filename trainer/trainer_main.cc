@@ -280,8 +280,9 @@ int main(int argc, char** argv) {
   }
   join.Mark("model");
   if (*coordinator != nullptr) {
-    auto joined = spotps::WorkerMembership::Join(coordinator->get(), options->name,
-                                                 options->unavailable_timeout);
+    auto joined = spotps::WorkerMembership::Join(
+        coordinator->get(), options->name,
+        static_cast<uint64_t>(options->batch_size * options->seq_len), options->unavailable_timeout);
     if (!joined.ok()) return RuntimeError(joined.status());
     membership = *std::move(joined);
   }

@@ -88,7 +88,12 @@ void Coordinator::ExpireWorkers(absl::Time now) {
   CloseRoundIfComplete();
 }
 
-absl::StatusOr<uint64_t> Coordinator::Register(const std::string& name) {
+absl::StatusOr<uint64_t> Coordinator::Register(const std::string& name, uint64_t tokens_per_unit) {
+  if (tokens_per_unit > kMaxTokensPerUnit) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "tokens_per_unit %d is more than the %d a unit may hold", tokens_per_unit,
+        kMaxTokensPerUnit));
+  }
   absl::MutexLock lock(&mu_);
   const absl::Time now = clock_();
   ExpireWorkers(now);
@@ -97,7 +102,7 @@ absl::StatusOr<uint64_t> Coordinator::Register(const std::string& name) {
         "%d workers are registered, the most this coordinator takes: try again later",
         leases_.members().size()));
   }
-  return leases_.Register(name, now);
+  return leases_.Register(name, tokens_per_unit, now);
 }
 
 absl::Status Coordinator::Heartbeat(uint64_t worker) {
@@ -129,7 +134,10 @@ absl::StatusOr<WorkUnitDispatcher::Grant> Coordinator::Acquire(uint64_t worker) 
     return WorkUnitDispatcher::Grant{};  // kWait: let the slowest catch up.
   }
   WorkUnitDispatcher::Grant grant = dispatcher_.Acquire(worker, now);
-  if (grant.outcome == WorkUnitDispatcher::Outcome::kUnit) member->clock += 1;
+  if (grant.outcome == WorkUnitDispatcher::Outcome::kUnit) {
+    member->clock += 1;
+    member->units_granted += 1;
+  }
   return grant;
 }
 
@@ -247,6 +255,8 @@ v1::ProgressResponse Coordinator::Progress() {
     w->set_units_committed(m.units_committed);
     w->set_ms_since_heartbeat(absl::ToInt64Milliseconds(now - m.last_heartbeat));
     w->set_clock(m.clock);
+    w->set_units_granted(m.units_granted);
+    w->set_tokens_per_unit(m.tokens_per_unit);
   }
   p.set_workers_expired(leases_.expired_total());
   p.set_consistency(options_.consistency.mode);

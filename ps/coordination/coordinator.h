@@ -49,6 +49,11 @@ struct ClosedRound {
   std::vector<std::string> push_ids;
 };
 
+// The most tokens one work unit may hold (a batch of 4,096 sequences of
+// 4,096 tokens): what a worker says at registration, and what its training
+// reports may claim per unit when it says nothing.
+inline constexpr uint64_t kMaxTokensPerUnit = uint64_t{1} << 24;
+
 // Owns the LeaseTable, the WorkUnitDispatcher and, in sync mode, the open
 // SyncRound. Promises: thread-safe; every call first expires stale workers
 // (releasing their units), so a dead worker never holds work past its
@@ -69,7 +74,8 @@ class Coordinator {
                                                              Clock clock = absl::Now);
 
   // RESOURCE_EXHAUSTED when max_workers are registered already.
-  absl::StatusOr<uint64_t> Register(const std::string& name);
+  // `tokens_per_unit` (0: not said) is at most kMaxTokensPerUnit.
+  absl::StatusOr<uint64_t> Register(const std::string& name, uint64_t tokens_per_unit = 0);
   // NOT_FOUND when the worker is unknown or its lease expired.
   absl::Status Heartbeat(uint64_t worker);
   // NOT_FOUND when the worker is unknown or its lease expired (its units

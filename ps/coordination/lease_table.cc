@@ -4,11 +4,12 @@
 
 namespace spotps {
 
-uint64_t LeaseTable::Register(const std::string& name, absl::Time now) {
+uint64_t LeaseTable::Register(const std::string& name, uint64_t tokens_per_unit,
+                              absl::Time now) {
   const uint64_t id = next_id_++;
   // A newcomer starts at the slowest clock, so it neither blocks the others
   // nor gets to run ahead of them.
-  members_[id] = Member{id, name, now, 0, MinClock()};
+  members_[id] = Member{id, name, now, 0, MinClock(), 0, tokens_per_unit};
   return id;
 }
 

@@ -23,11 +23,13 @@ class LeaseTable {
     absl::Time last_heartbeat;
     uint64_t units_committed = 0;
     uint64_t clock = 0;  // Units granted: a worker's progress for SSP.
+    uint64_t units_granted = 0;    // To this registration (clock starts at the slowest's).
+    uint64_t tokens_per_unit = 0;  // As the worker said at registration; 0: unknown.
   };
 
   explicit LeaseTable(absl::Duration ttl) : ttl_(ttl) {}
 
-  uint64_t Register(const std::string& name, absl::Time now);
+  uint64_t Register(const std::string& name, uint64_t tokens_per_unit, absl::Time now);
   // False if the worker is unknown or its lease already expired.
   bool Renew(uint64_t id, absl::Time now);
   bool Remove(uint64_t id);

@@ -23,7 +23,15 @@ absl::Status CheckValue(const char* what, double value, double max) {
 }  // namespace
 
 absl::Status TrainingHistory::Record(const v1::TrainingReportRequest& report,
-                                     const std::string& worker, absl::Time now) {
+                                     const std::string& worker, absl::Time now,
+                                     const ReportBounds& bounds) {
+  if (report.steps() > bounds.max_steps || report.tokens() > bounds.max_tokens) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "worker %d reports %d steps and %d tokens, more than the %d steps and %d tokens its "
+        "units so far allow",
+        report.worker_id(), report.steps(), report.tokens(), bounds.max_steps,
+        bounds.max_tokens));
+  }
   if (absl::Status s = CheckValue("train_loss", report.train_loss(), kMaxLoss); !s.ok()) return s;
   if (absl::Status s = CheckValue("tokens_per_s", report.tokens_per_s(), kMaxTokensPerSecond);
       !s.ok()) {

@@ -16,6 +16,12 @@
 
 namespace spotps {
 
+// The most a report may claim, from what the coordinator knows of its worker.
+struct ReportBounds {
+  uint64_t max_steps = ~uint64_t{0};
+  uint64_t max_tokens = ~uint64_t{0};
+};
+
 // One accepted report.
 struct TrainingPoint {
   absl::Time time;
@@ -39,9 +45,10 @@ class TrainingHistory {
   explicit TrainingHistory(size_t capacity = 4096, size_t max_workers = 4096)
       : capacity_(capacity), max_workers_(max_workers) {}
 
-  // INVALID_ARGUMENT (with what is wrong) for a bad report.
+  // INVALID_ARGUMENT (with what is wrong) for a bad report, one beyond
+  // `bounds` among them.
   absl::Status Record(const v1::TrainingReportRequest& report, const std::string& worker,
-                      absl::Time now);
+                      absl::Time now, const ReportBounds& bounds = {});
 
   std::vector<TrainingPoint> Points() const;         // Oldest first.
   std::map<uint64_t, TrainingPoint> Latest() const;  // By worker id.

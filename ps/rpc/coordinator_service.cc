@@ -14,7 +14,8 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext*, const v1::Regist
   if (request->name().size() > kMaxWorkerNameLength) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "worker name longer than 256 bytes");
   }
-  absl::StatusOr<uint64_t> worker = coordinator_->Register(request->name());
+  absl::StatusOr<uint64_t> worker =
+      coordinator_->Register(request->name(), request->tokens_per_unit());
   if (!worker.ok()) return ToGrpcStatus(worker.status());
   response->set_worker_id(*worker);
   response->set_lease_ms(absl::ToInt64Milliseconds(coordinator_->worker_lease()));

@@ -9,19 +9,21 @@ grpc::Status TrainingReportService::Report(grpc::ServerContext*,
                                            const v1::TrainingReportRequest* request,
                                            v1::TrainingReportResponse*) {
   // The name comes from the registration, never from the report itself.
-  std::string name;
-  bool registered = false;
   const v1::ProgressResponse progress = coordinator_->Progress();
   for (const v1::WorkerStatus& w : progress.workers()) {
     if (w.worker_id() != request->worker_id()) continue;
-    name = w.name();
-    registered = true;
+    // A worker counts its steps and tokens from its registration: it cannot
+    // have trained more units than it was granted since (+2: a join ramp
+    // trains its first unit in two steps, and a step may straddle a
+    // re-registration), nor more tokens than those units hold.
+    ReportBounds bounds;
+    bounds.max_steps = w.units_granted() + 2;
+    bounds.max_tokens =
+        bounds.max_steps * (w.tokens_per_unit() > 0 ? w.tokens_per_unit() : kMaxTokensPerUnit);
+    return ToGrpcStatus(history_->Record(*request, w.name(), absl::Now(), bounds));
   }
-  if (!registered) {
-    return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                        absl::StrCat("worker ", request->worker_id(), " is not registered"));
-  }
-  return ToGrpcStatus(history_->Record(*request, name, absl::Now()));
+  return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                      absl::StrCat("worker ", request->worker_id(), " is not registered"));
 }
 
 }  // namespace spotps

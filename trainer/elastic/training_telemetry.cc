@@ -57,6 +57,13 @@ void TrainingTelemetry::OnStep(const StepRecord& step) {
     if (step.push_s > 0) push_->Observe(step.push_s);
   }
   absl::MutexLock lock(&mu_);
+  if (membership_ != nullptr && membership_->worker_id() != counted_id_) {
+    // Registered anew (a lost lease): count from here.
+    counted_id_ = membership_->worker_id();
+    steps_base_ = steps_now_;
+    tokens_base_ = tokens_now_;
+    reported_tokens_ = tokens_now_;
+  }
   steps_now_ = step.steps;
   tokens_now_ = step.tokens;
   if (std::isfinite(step.loss)) {  // The coordinator refuses what is not.
@@ -83,20 +90,23 @@ void TrainingTelemetry::Finish() {
 void TrainingTelemetry::SendReport() {
   v1::TrainingReportRequest report;
   double sent_sum = 0;
-  int64_t sent_count = 0;
+  int64_t sent_count = 0, sent_tokens = 0, sent_val_step = 0;
   {
     absl::MutexLock lock(&mu_);
     if (loss_count_ == 0 && val_step_ == reported_val_step_) return;  // Nothing new.
     const double seconds = absl::ToDoubleSeconds(absl::Now() - reported_at_);
-    report.set_worker_id(membership_->worker_id());
-    report.set_steps(static_cast<uint64_t>(steps_now_));
-    report.set_tokens(static_cast<uint64_t>(tokens_now_));
+    if (membership_->worker_id() != counted_id_) return;  // Until a step under the new id.
+    report.set_worker_id(counted_id_);
+    report.set_steps(static_cast<uint64_t>(steps_now_ - steps_base_));
+    report.set_tokens(static_cast<uint64_t>(tokens_now_ - tokens_base_));
     report.set_train_loss(loss_count_ > 0 ? loss_sum_ / loss_count_ : 0.0);
     report.set_tokens_per_s(seconds > 0 ? (tokens_now_ - reported_tokens_) / seconds : 0.0);
-    report.set_val_step(static_cast<uint64_t>(val_step_));
+    report.set_val_step(static_cast<uint64_t>(std::max<int64_t>(0, val_step_ - steps_base_)));
     report.set_val_loss(val_value_);
     sent_sum = loss_sum_;
     sent_count = loss_count_;
+    sent_tokens = tokens_now_;
+    sent_val_step = val_step_;
   }
   // Not under the lock: the training thread never waits for an RPC.
   if (!coordinator_->Report(report).ok()) return;  // The next report covers this window.
@@ -104,9 +114,8 @@ void TrainingTelemetry::SendReport() {
   // Steps that finished while the report was on its way stay for the next.
   loss_sum_ -= sent_sum;
   loss_count_ -= sent_count;
-  reported_steps_ = static_cast<int64_t>(report.steps());
-  reported_tokens_ = static_cast<int64_t>(report.tokens());
-  reported_val_step_ = static_cast<int64_t>(report.val_step());
+  reported_tokens_ = sent_tokens;
+  reported_val_step_ = sent_val_step;
   reported_at_ = absl::Now();
 }
 

@@ -51,12 +51,17 @@ class TrainingTelemetry {
   MetricHistogram* push_ = nullptr;
 
   absl::Mutex mu_;
+  // Reports count from the current registration (the coordinator bounds
+  // them by the units it granted that registration): the totals when the
+  // worker id last changed, and that id.
+  uint64_t counted_id_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t steps_base_ ABSL_GUARDED_BY(mu_) = 0, tokens_base_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t steps_now_ ABSL_GUARDED_BY(mu_) = 0, tokens_now_ ABSL_GUARDED_BY(mu_) = 0;
   double loss_sum_ ABSL_GUARDED_BY(mu_) = 0;  // Since the last report.
   int64_t loss_count_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t val_step_ ABSL_GUARDED_BY(mu_) = 0;
   double val_value_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t reported_steps_ ABSL_GUARDED_BY(mu_) = 0, reported_tokens_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t reported_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t reported_val_step_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time reported_at_ ABSL_GUARDED_BY(mu_) = absl::Now();
   std::unique_ptr<BackgroundLoop> reporter_;

@@ -7,12 +7,15 @@
 namespace spotps {
 
 absl::StatusOr<std::unique_ptr<WorkerMembership>> WorkerMembership::Join(
-    CoordinatorClient* coordinator, const std::string& name, absl::Duration timeout) {
-  auto membership = std::unique_ptr<WorkerMembership>(new WorkerMembership(coordinator, name));
+    CoordinatorClient* coordinator, const std::string& name, uint64_t tokens_per_unit,
+    absl::Duration timeout) {
+  auto membership = std::unique_ptr<WorkerMembership>(
+      new WorkerMembership(coordinator, name, tokens_per_unit));
   absl::StatusOr<v1::RegisterResponse> registered =
       UnreachableWait(absl::StrCat("the coordinator at ", coordinator->address(), " to register"),
                       timeout)
-          .Retry<v1::RegisterResponse>([&] { return coordinator->Register(name); });
+          .Retry<v1::RegisterResponse>(
+              [&] { return coordinator->Register(name, tokens_per_unit); });
   if (!registered.ok()) return registered.status();
   membership->worker_id_ = registered->worker_id();
   membership->consistency_ = registered->consistency();
@@ -27,7 +30,7 @@ absl::StatusOr<std::unique_ptr<WorkerMembership>> WorkerMembership::Join(
 WorkerMembership::~WorkerMembership() { Leave(); }
 
 absl::Status WorkerMembership::Rejoin() {
-  absl::StatusOr<v1::RegisterResponse> registered = coordinator_->Register(name_);
+  absl::StatusOr<v1::RegisterResponse> registered = coordinator_->Register(name_, tokens_per_unit_);
   if (!registered.ok()) return registered.status();
   worker_id_ = registered->worker_id();
   return absl::OkStatus();

@@ -20,9 +20,11 @@ namespace spotps {
 class WorkerMembership {
  public:
   // Registers, waiting up to `timeout` for a coordinator that is not
-  // reachable yet (its shard still starting).
+  // reachable yet (its shard still starting). `tokens_per_unit` is what one
+  // work unit trains (CoordinatorClient::Register).
   static absl::StatusOr<std::unique_ptr<WorkerMembership>> Join(CoordinatorClient* coordinator,
                                                                 const std::string& name,
+                                                                uint64_t tokens_per_unit,
                                                                 absl::Duration timeout);
   ~WorkerMembership();
 
@@ -34,12 +36,13 @@ class WorkerMembership {
   void Leave();
 
  private:
-  WorkerMembership(CoordinatorClient* coordinator, std::string name)
-      : coordinator_(coordinator), name_(std::move(name)) {}
+  WorkerMembership(CoordinatorClient* coordinator, std::string name, uint64_t tokens_per_unit)
+      : coordinator_(coordinator), name_(std::move(name)), tokens_per_unit_(tokens_per_unit) {}
   void Heartbeat();
 
   CoordinatorClient* const coordinator_;
   const std::string name_;
+  const uint64_t tokens_per_unit_;
   std::atomic<uint64_t> worker_id_{0};
   v1::Consistency consistency_ = v1::CONSISTENCY_ASYNC;  // Set by Join.
   std::unique_ptr<BackgroundLoop> heartbeat_;  // Set by Join.

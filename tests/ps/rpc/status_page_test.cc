@@ -108,6 +108,9 @@ TEST_F(StatusPageTest, ReportsOfRegisteredWorkersReachThePage) {
   EXPECT_EQ(Send(Report(id + 100, 1, 2)).error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(Send(Report(id, 1, std::nan(""))).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(history_.accepted(), 0u);
+  // A report claims at most the units granted (+2): 5 steps need 3.
+  EXPECT_EQ(Send(Report(id, 5, 2.5)).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(coordinator_->Acquire(id).ok());
   v1::TrainingReportRequest r = Report(id, 5, 2.5);
   r.set_val_step(5);
   r.set_val_loss(2.625);
