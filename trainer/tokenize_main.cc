@@ -1,12 +1,16 @@
 // spotps-tokenize: turns text into the token files the trainer maps (see
-// trainer/data/token_file.h). Run once per corpus.
+// trainer/data/token_file.h), or labeled text into the labeled-example
+// files a classifier is fine-tuned on (trainer/data/labeled_file.h). Run
+// once per corpus.
 //
 //   spotps-tokenize --input=a.txt,b.txt --output=corpus.tokens [--tokenizer=gpt2]
+//   spotps-tokenize --labeled --input=reviews.tsv --output=reviews.labeled
+//                   --tokenizer=sp:2000 --seq_len=128
 //   spotps-tokenize --tokenizer=gpt2 --print_ids --input=a.txt
 //   spotps-tokenize --decode=corpus.tokens
 //
-// Exit status 2 for bad flags and for input the tokenizer refuses (invalid
-// UTF-8); 1 for other failures.
+// Exit status 2 for bad flags and for input the tokenizer refuses (bad
+// rows, invalid UTF-8); 1 for other failures.
 
 #include <chrono>
 #include <cstdio>
@@ -22,15 +26,18 @@
 #include "common/command_line.h"
 #include "common/exit_status.h"
 #include "common/log.h"
+#include "trainer/data/labeled_builder.h"
 #include "trainer/data/mapped_file.h"
 #include "trainer/data/token_file.h"
 #include "trainer/data/tokenizer_factory.h"
 
 ABSL_FLAG(std::vector<std::string>, input, {},
-          "Comma-separated text files, concatenated in this order.");
+          "Comma-separated text files, concatenated in this order (--labeled: one "
+          ".tsv or .jsonl file).");
 ABSL_FLAG(std::string, output, "", "File to write (atomically).");
 ABSL_FLAG(double, val_fraction, 0.05,
-          "Fraction of tokens, taken from the end, held out for validation.");
+          "Fraction held out for validation: the last tokens of a corpus; with --labeled, "
+          "that share of each label's examples.");
 ABSL_FLAG(std::string, tokenizer, "byte",
           "byte | gpt2 | gpt2:DIR | sp:VOCAB_SIZE (trains SentencePiece on the input, saved "
           "as OUTPUT.spm) | sp_model:PATH. gpt2 reads encoder.json and vocab.bpe from "
@@ -40,6 +47,14 @@ ABSL_FLAG(bool, print_ids, false,
           "Print the input's ids to stdout, separated by spaces, instead of writing a file.");
 ABSL_FLAG(std::string, decode, "",
           "Print the text of this token file (decoded with the tokenizer its header names).");
+ABSL_FLAG(bool, labeled, false,
+          "Input is labeled examples (TSV: text<TAB>label; JSONL: {\"text\":..,\"label\":..}); "
+          "write a labeled-example file.");
+ABSL_FLAG(int32_t, seq_len, 128, "--labeled: tokens per example (truncated or padded).");
+ABSL_FLAG(bool, skip_bad_rows, false,
+          "--labeled: drop bad rows (counted and reported) instead of refusing the file.");
+ABSL_FLAG(uint64_t, split_seed, 0, "--labeled: seed of the stratified validation split.");
+
 namespace spotps {
 namespace {
 
@@ -144,10 +159,29 @@ absl::Status DecodeTokenFile(const std::string& path) {
   return absl::OkStatus();
 }
 
+absl::Status TokenizeLabeled(const std::vector<std::string>& paths, const std::string& output) {
+  if (paths.size() != 1) {
+    return absl::InvalidArgumentError("--labeled takes exactly one --input file");
+  }
+  LabeledBuildOptions options;
+  options.seq_len = absl::GetFlag(FLAGS_seq_len);
+  options.val_fraction = absl::GetFlag(FLAGS_val_fraction);
+  options.split_seed = absl::GetFlag(FLAGS_split_seed);
+  options.skip_bad_rows = absl::GetFlag(FLAGS_skip_bad_rows);
+  const Clock::time_point start = Clock::now();
+  absl::StatusOr<LabeledBuildReport> report =
+      BuildLabeledFile(paths[0], output, options, TokenizerFromFlags);
+  if (!report.ok()) return report.status();
+  std::printf("spotps-tokenize: wrote %s in %.2f s: %s\n", output.c_str(), SecondsSince(start),
+              report->Summary().c_str());
+  return absl::OkStatus();
+}
+
 absl::Status Run() {
   const std::vector<std::string>& inputs = absl::GetFlag(FLAGS_input);
   const std::string& output = absl::GetFlag(FLAGS_output);
   if (!absl::GetFlag(FLAGS_decode).empty()) return DecodeTokenFile(absl::GetFlag(FLAGS_decode));
+  if (absl::GetFlag(FLAGS_labeled)) return TokenizeLabeled(inputs, output);
   return TokenizeCorpus(inputs, output);
 }
 
@@ -159,6 +193,9 @@ absl::Status CheckFlags() {
   }
   if (!decoding && !printing && absl::GetFlag(FLAGS_output).empty()) {
     return absl::InvalidArgumentError("--output is required (or --print_ids)");
+  }
+  if (printing && absl::GetFlag(FLAGS_labeled)) {
+    return absl::InvalidArgumentError("--print_ids does not go with --labeled");
   }
   if (absl::Status status = ParseTokenizerSpec(absl::GetFlag(FLAGS_tokenizer)).status();
       !status.ok()) {
@@ -172,8 +209,9 @@ absl::Status CheckFlags() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "Tokenizes text into a spotps token file.\n"
-      "  spotps-tokenize --input=a.txt,b.txt --output=corpus.tokens [--tokenizer=gpt2]");
+      "Tokenizes text into a spotps token file, or labeled text into a labeled-example file.\n"
+      "  spotps-tokenize --input=a.txt,b.txt --output=corpus.tokens [--tokenizer=gpt2]\n"
+      "  spotps-tokenize --labeled --input=x.tsv --output=x.labeled --seq_len=128");
   spotps::SetLogProgramName("spotps-tokenize");
   spotps::ParseFlagsOrExit(argc, argv);
   if (absl::Status status = spotps::CheckFlags(); !status.ok()) return spotps::UsageError(status);
