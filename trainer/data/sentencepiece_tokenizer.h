@@ -1,5 +1,5 @@
-// SentencePiece (libsentencepiece 0.1.97, through the plug-in of
-// sentencepiece_plugin.h) as a Tokenizer: models trained on the user's own
+// SentencePiece (libsentencepiece 0.1.97, run in the helper process of
+// sentencepiece_helper.h) as a Tokenizer: models trained on the user's own
 // text, or loaded from a model file. Trained models decode to exactly the
 // text encoded (no normalization, byte fallback).
 
@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "trainer/data/sentencepiece_plugin.h"
+#include "trainer/data/sentencepiece_helper.h"
 #include "trainer/data/tokenizer.h"
 
 namespace spotps {
@@ -35,30 +35,32 @@ class SentencePieceTokenizer final : public Tokenizer {
   static absl::StatusOr<std::unique_ptr<SentencePieceTokenizer>> Train(
       absl::Span<const absl::string_view> texts, int vocab_size, SentencePieceModelType type);
   // Loads a serialized model; `where` names it in errors. All three fail
-  // with FailedPrecondition if the plug-in cannot be loaded.
+  // with FailedPrecondition if the helper cannot be started.
   static absl::StatusOr<std::unique_ptr<SentencePieceTokenizer>> FromModel(
       std::string serialized_model, absl::string_view where);
   // Loads the model file at `path`.
   static absl::StatusOr<std::unique_ptr<SentencePieceTokenizer>> Load(const std::string& path);
 
+  ~SentencePieceTokenizer() override;
+
   const std::string& serialized_model() const { return serialized_model_; }
 
   TokenizerKind kind() const override { return TokenizerKind::kSentencePiece; }
-  int64_t vocab_size() const override { return processor_->vocab_size(); }
+  int64_t vocab_size() const override { return model_.vocab_size; }
   uint64_t vocabulary_hash() const override { return vocabulary_hash_; }
   int64_t padding_id() const override;
-  // Encodes line by line (each with its newline), as the model was trained.
+  // Encodes line by line (each line with its newline), as models train.
   absl::Status Encode(absl::string_view text, std::vector<uint32_t>& ids) override;
   std::string Decode(absl::Span<const int64_t> ids) const override;
 
  private:
-  explicit SentencePieceTokenizer(std::unique_ptr<sentencepiece_plugin::Processor> processor)
-      : processor_(std::move(processor)) {}
+  SentencePieceTokenizer(SentencePieceHelper* helper, SentencePieceHelper::LoadedModel model)
+      : helper_(helper), model_(model) {}
 
-  std::unique_ptr<sentencepiece_plugin::Processor> processor_;
+  SentencePieceHelper* const helper_;
+  const SentencePieceHelper::LoadedModel model_;
   std::string serialized_model_;
   uint64_t vocabulary_hash_ = 0;
-  std::vector<int> line_ids_;  // Encode()'s work space.
 };
 
 }  // namespace spotps

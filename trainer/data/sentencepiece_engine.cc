@@ -1,7 +1,6 @@
-// libspotps_sentencepiece.so: SentencePiece behind the interface of
-// sentencepiece_plugin.h. Includes libsentencepiece's headers and nothing
-// from Abseil.
-#include "trainer/data/sentencepiece_plugin.h"
+// Includes libsentencepiece's headers and nothing from Abseil (see the
+// header).
+#include "trainer/data/sentencepiece_engine.h"
 
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
@@ -15,7 +14,7 @@ void SetMinLogLevel(int level);  // Exported by libsentencepiece, not declared i
 }  // namespace sentencepiece
 
 namespace spotps {
-namespace sentencepiece_plugin {
+namespace sentencepiece_engine {
 namespace {
 
 constexpr int kLogWarningsAndWorse = 1;
@@ -44,6 +43,8 @@ std::string ErrorOf(const sentencepiece::util::Status& status) {
   return message.empty() ? "sentencepiece failed" : message;
 }
 
+}  // namespace
+
 std::string Train(const std::vector<std::string_view>& sentences, const TrainingOptions& options,
                   std::string* model) {
   const std::unordered_map<std::string, std::string> settings = {
@@ -63,6 +64,8 @@ std::string Train(const std::vector<std::string_view>& sentences, const Training
   Sentences iterator(sentences);
   return ErrorOf(sentencepiece::SentencePieceTrainer::Train(settings, &iterator, model));
 }
+
+namespace {
 
 class SentencePieceProcessor final : public Processor {
  public:
@@ -84,15 +87,9 @@ class SentencePieceProcessor final : public Processor {
   sentencepiece::SentencePieceProcessor processor_;
 };
 
+}  // namespace
+
 std::unique_ptr<Processor> NewProcessor() { return std::make_unique<SentencePieceProcessor>(); }
 
-}  // namespace
-}  // namespace sentencepiece_plugin
+}  // namespace sentencepiece_engine
 }  // namespace spotps
-
-extern "C" __attribute__((visibility("default"))) const spotps::sentencepiece_plugin::Plugin*
-SpotpsSentencePiecePlugin() {
-  static const spotps::sentencepiece_plugin::Plugin plugin = {
-      &spotps::sentencepiece_plugin::Train, &spotps::sentencepiece_plugin::NewProcessor};
-  return &plugin;
-}
