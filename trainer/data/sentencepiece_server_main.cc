@@ -8,6 +8,7 @@
 // closes. Standard output goes to standard error, so that nothing the
 // library prints can reach the socket. Not meant to be run by hand.
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -148,6 +149,13 @@ std::string Server::Decode(PayloadReader payload, std::string* reply) {
 
 int main() {
   using spotps::sentencepiece_protocol::MessageType;
+  struct stat socket_status;
+  if (fstat(spotps::kSocket, &socket_status) != 0 || !S_ISSOCK(socket_status.st_mode)) {
+    std::fprintf(stderr,
+                 "spotps-sentencepiece runs SentencePiece for spotps-tokenize and the other "
+                 "spotps binaries, which start it; it is not run by hand.\n");
+    return 2;  // Bad usage, as common/exit_status.h.
+  }
   if (dup2(STDERR_FILENO, STDOUT_FILENO) < 0) return 1;
   spotps::Server server;
   spotps::sentencepiece_protocol::Message request;
