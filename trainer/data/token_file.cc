@@ -56,20 +56,24 @@ std::string EncodeFields(const TokenFileHeader& header) {
   return fields;
 }
 
-// Checks the payload's size and that its largest id is the header's.
-absl::Status CheckPayload(const TokenFileHeader& header, absl::Span<const uint8_t> payload) {
+absl::Status CheckPayloadSize(const TokenFileHeader& header, absl::Span<const uint8_t> payload) {
   if (header.num_train_tokens > kMaxTokens || header.num_val_tokens > kMaxTokens) {
     return absl::DataLossError("token file header has absurd token counts");
   }
   const uint64_t expected = (header.num_train_tokens + header.num_val_tokens) * header.token_bytes;
-  if (payload.size() != expected) {
-    return absl::DataLossError(absl::StrCat(
-        "token file size mismatch: header promises ", expected, " payload bytes (",
-        header.num_train_tokens, " train + ", header.num_val_tokens, " validation tokens of ",
-        header.token_bytes, " bytes), file has ", payload.size(),
-        payload.size() < expected ? " (truncated)" : ""));
-  }
+  if (payload.size() == expected) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat(
+      "token file size mismatch: header promises ", expected, " payload bytes (",
+      header.num_train_tokens, " train + ", header.num_val_tokens, " validation tokens of ",
+      header.token_bytes, " bytes), file has ", payload.size(),
+      payload.size() < expected ? " (truncated)" : ""));
+}
+
+// Checks that the payload's largest id is the header's (version 1 records
+// none: there the payload's sets it) and within the vocabulary.
+absl::Status CheckIds(TokenFileHeader& header, absl::Span<const uint8_t> payload) {
   const uint32_t largest = LargestId(payload, header.token_bytes);
+  if (header.version == 1) header.max_token_id = largest;
   if (largest != header.max_token_id) {
     return absl::DataLossError(absl::StrCat("token file is corrupt: its largest id is ", largest,
                                             ", its header says ", header.max_token_id));
@@ -102,13 +106,12 @@ absl::StatusOr<TokenFileHeader> ParseVersion1(absl::Span<const uint8_t> file) {
     return absl::DataLossError(absl::StrCat("token file header has impossible vocab_size ",
                                             header.tokenizer.vocab_size));
   }
-  // Version 1 records no largest id: the payload says it.
-  header.max_token_id = LargestId(payload, 2);
-  if (absl::Status status = CheckPayload(header, payload); !status.ok()) return status;
+  if (absl::Status status = CheckPayloadSize(header, payload); !status.ok()) return status;
   if (absl::Status status = CheckPayloadChecksum(payload, header.payload_checksum, kWhat);
       !status.ok()) {
     return status;
   }
+  if (absl::Status status = CheckIds(header, payload); !status.ok()) return status;
   return header;
 }
 
@@ -135,7 +138,8 @@ absl::StatusOr<TokenFileHeader> ParseVersion2(absl::Span<const uint8_t> file) {
                                             " its vocabulary of ", header.tokenizer.vocab_size,
                                             " takes"));
   }
-  if (absl::Status status = CheckPayload(header, frame->payload); !status.ok()) return status;
+  if (absl::Status status = CheckPayloadSize(header, frame->payload); !status.ok()) return status;
+  if (absl::Status status = CheckIds(header, frame->payload); !status.ok()) return status;
   return header;
 }
 
