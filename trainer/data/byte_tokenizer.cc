@@ -2,11 +2,6 @@
 
 namespace spotps {
 
-void AppendByteTokens(absl::string_view text, std::vector<uint16_t>& tokens) {
-  tokens.reserve(tokens.size() + text.size());
-  for (char c : text) tokens.push_back(static_cast<unsigned char>(c));
-}
-
 std::string BytesFromTokens(absl::Span<const int64_t> tokens) {
   std::string text;
   text.reserve(tokens.size());
@@ -14,6 +9,15 @@ std::string BytesFromTokens(absl::Span<const int64_t> tokens) {
     text.push_back(token >= 0 && token < kByteVocabSize ? static_cast<char>(token) : '?');
   }
   return text;
+}
+
+absl::Status ByteTokenizer::Encode(absl::string_view text, std::vector<uint32_t>& ids) {
+  AppendByteTokens(text, ids);
+  return absl::OkStatus();
+}
+
+std::string ByteTokenizer::Decode(absl::Span<const int64_t> ids) const {
+  return BytesFromTokens(ids);
 }
 
 }  // namespace spotps

@@ -4,32 +4,22 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "trainer/data/sample_hash.h"
 #include "trainer/runtime/torch_status.h"
 
 namespace spotps {
 namespace {
 
-// SplitMix64's finalizer: a bijection that spreads every input bit.
-uint64_t Mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-// Maps a uniform 64-bit hash onto [0, range) without a division; the bias
-// is at most range / 2^64.
-int64_t ScaleToRange(uint64_t hash, uint64_t range) {
-  return static_cast<int64_t>((static_cast<unsigned __int128>(hash) * range) >> 64);
-}
-
-int64_t TrainWindowStart(uint64_t seed, uint64_t unit, uint64_t sample, int64_t num_starts) {
-  const uint64_t hash = Mix64(Mix64(Mix64(seed) ^ unit) ^ sample);
-  return ScaleToRange(hash, static_cast<uint64_t>(num_starts));
-}
-
-int64_t TokenAt(const uint8_t* split, int64_t index) {
-  return split[2 * index] | (split[2 * index + 1] << 8);
+template <int kBytes>
+void GatherWindowsOf(const uint8_t* split, const std::vector<int64_t>& starts, int64_t seq_len,
+                     int64_t* inputs, int64_t* targets) {
+  const int64_t batch_size = static_cast<int64_t>(starts.size());
+  for (int64_t b = 0; b < batch_size; ++b) {
+    for (int64_t t = 0; t < seq_len; ++t) {
+      inputs[b * seq_len + t] = TokenIdAt<kBytes>(split, starts[b] + t);
+      targets[b * seq_len + t] = TokenIdAt<kBytes>(split, starts[b] + t + 1);
+    }
+  }
 }
 
 absl::Status ValidateWindowRequest(int64_t batch_size, int64_t seq_len, int64_t split_tokens,
@@ -48,10 +38,11 @@ absl::Status ValidateWindowRequest(int64_t batch_size, int64_t seq_len, int64_t 
 
 }  // namespace
 
-absl::StatusOr<TokenDataset> TokenDataset::Open(const std::string& path) {
+absl::StatusOr<TokenDataset> TokenDataset::Open(const std::string& path,
+                                               TokenFileFormat format) {
   absl::StatusOr<ReadOnlyMappedFile> file = ReadOnlyMappedFile::Open(path);
   if (!file.ok()) return file.status();
-  absl::StatusOr<TokenFileHeader> header = ParseTokenFile(file->bytes());
+  absl::StatusOr<TokenFileHeader> header = ParseTokenFile(file->bytes(), format);
   if (!header.ok()) {
     return absl::Status(header.status().code(),
                         absl::StrCat(path, ": ", header.status().message()));
@@ -62,8 +53,8 @@ absl::StatusOr<TokenDataset> TokenDataset::Open(const std::string& path) {
 TokenDataset::TokenDataset(ReadOnlyMappedFile file, const TokenFileHeader& header)
     : file_(std::move(file)),
       header_(header),
-      train_(file_.bytes().data() + kTokenFileHeaderBytes),
-      validation_(train_ + header.num_train_tokens * kTokenFileBytesPerToken) {}
+      train_(file_.bytes().data() + header.payload_offset),
+      validation_(train_ + header.num_train_tokens * header.token_bytes) {}
 
 int64_t TokenDataset::num_train_tokens() const {
   return static_cast<int64_t>(header_.num_train_tokens);
@@ -73,20 +64,20 @@ int64_t TokenDataset::num_val_tokens() const {
   return static_cast<int64_t>(header_.num_val_tokens);
 }
 
-int64_t TokenDataset::vocab_size() const { return header_.vocab_size; }
+int64_t TokenDataset::vocab_size() const { return header_.tokenizer.vocab_size; }
 
+// The width test is per batch, so neither width slows the other's loop.
 TokenBatch TokenDataset::GatherWindows(const uint8_t* split, const std::vector<int64_t>& starts,
-                                       int64_t seq_len) {
+                                       int64_t seq_len) const {
   const int64_t batch_size = static_cast<int64_t>(starts.size());
   TokenBatch batch{torch::empty({batch_size, seq_len}, torch::kLong),
                    torch::empty({batch_size, seq_len}, torch::kLong)};
   int64_t* inputs = batch.inputs.data_ptr<int64_t>();
   int64_t* targets = batch.targets.data_ptr<int64_t>();
-  for (int64_t b = 0; b < batch_size; ++b) {
-    for (int64_t t = 0; t < seq_len; ++t) {
-      inputs[b * seq_len + t] = TokenAt(split, starts[b] + t);
-      targets[b * seq_len + t] = TokenAt(split, starts[b] + t + 1);
-    }
+  if (header_.token_bytes == 2) {
+    GatherWindowsOf<2>(split, starts, seq_len, inputs, targets);
+  } else {
+    GatherWindowsOf<4>(split, starts, seq_len, inputs, targets);
   }
   return batch;
 }
@@ -101,7 +92,7 @@ absl::StatusOr<TokenBatch> TokenDataset::TrainBatch(uint64_t seed, uint64_t unit
   const int64_t num_starts = num_train_tokens() - seq_len;
   std::vector<int64_t> starts(batch_size);
   for (int64_t b = 0; b < batch_size; ++b) {
-    starts[b] = TrainWindowStart(seed, unit, b, num_starts);
+    starts[b] = SamplePosition(seed, unit, b, static_cast<uint64_t>(num_starts));
   }
   return CatchTorchErrors([&] { return GatherWindows(train_, starts, seq_len); });
 }
@@ -148,7 +139,7 @@ std::optional<TokenBatch> ValidationBatchIterator::Next() {
   for (; next_window_ < end; ++next_window_) {
     starts.push_back(WindowStart(next_window_));
   }
-  return TokenDataset::GatherWindows(dataset_->validation_, starts, seq_len_);
+  return dataset_->GatherWindows(dataset_->validation_, starts, seq_len_);
 }
 
 }  // namespace spotps

@@ -31,13 +31,20 @@ class ValidationBatchIterator;
 // batch, and concurrent calls are safe.
 class TokenDataset {
  public:
-  // Maps `path` and checks its header, size and payload checksum; a corrupt
-  // or truncated file is DataLoss with a message saying what is wrong.
-  static absl::StatusOr<TokenDataset> Open(const std::string& path);
+  // Maps `path` and checks its header, size, payload checksum and ids (see
+  // ParseTokenFile); a corrupt or truncated file is DataLoss with a message
+  // saying what is wrong, prefixed with the path.
+  static absl::StatusOr<TokenDataset> Open(const std::string& path,
+                                           TokenFileFormat format = TokenFileFormat::kSpotps);
 
   int64_t num_train_tokens() const;
   int64_t num_val_tokens() const;
+  // The tokenizer's vocabulary (65536 for raw_u16 files); the ids all lie
+  // below header().max_token_id + 1, which is what a model must cover
+  // (CheckTokenFileFitsModel).
   int64_t vocab_size() const;
+  const TokenFileHeader& header() const { return header_; }
+  const std::string& path() const { return file_.path(); }
 
   // `batch_size` windows of seq_len + 1 consecutive train tokens, each
   // starting at a position derived only from (seed, unit, sample index
@@ -58,8 +65,8 @@ class TokenDataset {
   TokenDataset(ReadOnlyMappedFile file, const TokenFileHeader& header);
 
   // Copies the windows starting at `starts` (token offsets into `split`).
-  static TokenBatch GatherWindows(const uint8_t* split, const std::vector<int64_t>& starts,
-                                  int64_t seq_len);
+  TokenBatch GatherWindows(const uint8_t* split, const std::vector<int64_t>& starts,
+                           int64_t seq_len) const;
 
   ReadOnlyMappedFile file_;
   TokenFileHeader header_;

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <set>
@@ -13,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "trainer/data/byte_tokenizer.h"
+#include "trainer/data/fnv1a.h"
 #include "trainer/data/token_file.h"
 
 namespace spotps {
@@ -33,10 +35,21 @@ std::string GeneratedText(size_t bytes) {
   return text;
 }
 
-std::vector<uint16_t> Tokens(absl::string_view text) {
-  std::vector<uint16_t> tokens;
+std::vector<uint32_t> Tokens(absl::string_view text) {
+  std::vector<uint32_t> tokens;
   AppendByteTokens(text, tokens);
   return tokens;
+}
+
+TokenizerIdentity ByteIdentity() { return TokenizerIdentity(); }
+
+TokenizerIdentity WideIdentity(uint32_t vocab_size) {
+  TokenizerIdentity identity;
+  identity.kind = TokenizerKind::kSentencePiece;
+  identity.vocab_size = vocab_size;
+  identity.vocabulary_hash = 0x1234;
+  identity.model_file = "wide.spm";
+  return identity;
 }
 
 // The bytes a row of token ids stands for.
@@ -54,14 +67,25 @@ void WriteRawFile(const std::string& path, const std::string& contents) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << contents;
 }
 
+// Recomputes a framed file's checksums (framed_file.h) after an edit, so
+// that the checks behind them are what a test meets.
+void ResealFrame(std::string& contents, size_t header_bytes) {
+  const uint64_t payload = Fnv1a64(absl::string_view(contents).substr(header_bytes));
+  for (int i = 0; i < 8; ++i) contents[24 + i] = static_cast<char>(payload >> (8 * i));
+  for (int i = 0; i < 8; ++i) contents[32 + i] = 0;
+  const uint64_t header = Fnv1a64(absl::string_view(contents).substr(0, header_bytes));
+  for (int i = 0; i < 8; ++i) contents[32 + i] = static_cast<char>(header >> (8 * i));
+}
+
 class TokenDatasetTest : public ::testing::Test {
  protected:
   void SetUp() override {
     path_ = TempPath(::testing::UnitTest::GetInstance()->current_test_info()->name());
     text_ = GeneratedText(20000);
     absl::StatusOr<TokenFileHeader> header =
-        WriteTokenFile(path_, Tokens(text_), kByteVocabSize, 0.05);
+        WriteTokenFile(path_, Tokens(text_), ByteIdentity(), 0.05);
     ASSERT_TRUE(header.ok()) << header.status();
+    header_ = *header;
   }
   void TearDown() override { std::remove(path_.c_str()); }
 
@@ -73,6 +97,7 @@ class TokenDatasetTest : public ::testing::Test {
 
   std::string path_;
   std::string text_;
+  TokenFileHeader header_;
 };
 
 TEST_F(TokenDatasetTest, RoundTripKeepsSplitAndTokens) {
@@ -191,7 +216,7 @@ TEST_F(TokenDatasetTest, TruncatedFileIsRejected) {
 
 TEST_F(TokenDatasetTest, CorruptPayloadIsRejected) {
   std::string contents = ReadFile(path_);
-  contents[kTokenFileHeaderBytes + 500] ^= 0x01;
+  contents[header_.payload_offset + 500] ^= 0x01;
   WriteRawFile(path_, contents);
   absl::StatusOr<TokenDataset> dataset = TokenDataset::Open(path_);
   EXPECT_EQ(dataset.status().code(), absl::StatusCode::kDataLoss);
@@ -205,21 +230,158 @@ TEST_F(TokenDatasetTest, ForeignFileIsRejected) {
   EXPECT_EQ(TokenDataset::Open(path_ + ".missing").status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST_F(TokenDatasetTest, CorruptHeaderIsRejected) {
+  std::string contents = ReadFile(path_);
+  contents[44] ^= 0x01;  // In the tokenizer fields.
+  WriteRawFile(path_, contents);
+  absl::StatusOr<TokenDataset> dataset = TokenDataset::Open(path_);
+  EXPECT_EQ(dataset.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_TRUE(absl::StrContains(dataset.status().message(), "header is corrupt"))
+      << dataset.status();
+}
+
+TEST_F(TokenDatasetTest, HeaderSaysWhatItHolds) {
+  TokenDataset dataset = OpenOrDie();
+  const TokenFileHeader& header = dataset.header();
+  EXPECT_EQ(header.version, 2u);
+  EXPECT_EQ(header.tokenizer.kind, TokenizerKind::kByte);
+  EXPECT_EQ(header.token_bytes, 2u);
+  EXPECT_EQ(header.max_token_id,
+            static_cast<uint32_t>(static_cast<unsigned char>(
+                *std::max_element(text_.begin(), text_.end()))));
+  EXPECT_EQ(header.payload_offset % 8, 0u);
+  EXPECT_EQ(dataset.path(), path_);
+}
+
+// A model must cover every id; the message names file, ids, tokenizer and model.
+TEST_F(TokenDatasetTest, CheckFitsModelNamesWhatDoesNotFit) {
+  TokenDataset dataset = OpenOrDie();
+  const int64_t largest = dataset.header().max_token_id;
+  EXPECT_TRUE(CheckTokenFileFitsModel(path_, dataset.header(), largest + 1).ok());
+  const absl::Status status = CheckTokenFileFitsModel(path_, dataset.header(), largest);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(),
+            absl::StrCat("token file ", path_, " holds ids up to ", largest,
+                         " (byte tokenizer), but the model's vocabulary has ", largest,
+                         " entries"));
+}
+
+// Files written before the header named the tokenizer still read, as bytes.
+TEST(TokenFileTest, ReadsVersion1Files) {
+  const std::string text = GeneratedText(1000);
+  std::string payload;
+  for (char c : text) payload += std::string{c, '\0'};
+  std::string contents = "SPTOKENS";
+  const auto put = [&contents](uint64_t value, int bytes) {
+    for (int i = 0; i < bytes; ++i) contents.push_back(static_cast<char>(value >> (8 * i)));
+  };
+  put(1, 4);
+  put(256, 4);
+  put(900, 8);
+  put(100, 8);
+  uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a 64 of the payload.
+  for (unsigned char byte : payload) hash = (hash ^ byte) * 0x100000001b3ull;
+  put(hash, 8);
+  contents += payload;
+  const std::string path = TempPath("v1");
+  WriteRawFile(path, contents);
+  absl::StatusOr<TokenDataset> dataset = TokenDataset::Open(path);
+  ASSERT_TRUE(dataset.ok()) << dataset.status();
+  EXPECT_EQ(dataset->header().version, 1u);
+  EXPECT_EQ(dataset->header().tokenizer.kind, TokenizerKind::kByte);
+  EXPECT_EQ(dataset->num_train_tokens(), 900);
+  EXPECT_EQ(dataset->num_val_tokens(), 100);
+  const TokenBatch batch = *dataset->ValidationBatches(1, 50, 1)->Next();
+  EXPECT_EQ(WindowText(batch.inputs[0]), text.substr(900, 50));
+
+  contents[40 + 20] ^= 0x01;
+  WriteRawFile(path, contents);
+  EXPECT_EQ(TokenDataset::Open(path).status().code(), absl::StatusCode::kDataLoss);
+  std::remove(path.c_str());
+}
+
+// Vocabularies past 65536 store uint32 ids; batches read them whole.
+TEST(TokenFileTest, WideVocabulariesStoreUint32) {
+  std::vector<uint32_t> tokens;
+  for (uint32_t i = 0; i < 5000; ++i) tokens.push_back((i * 7919u) % 99999u);
+  const std::string path = TempPath("wide");
+  absl::StatusOr<TokenFileHeader> header = WriteTokenFile(path, tokens, WideIdentity(100000), 0.1);
+  ASSERT_TRUE(header.ok()) << header.status();
+  EXPECT_EQ(header->token_bytes, 4u);
+  absl::StatusOr<TokenDataset> dataset = TokenDataset::Open(path);
+  ASSERT_TRUE(dataset.ok()) << dataset.status();
+  EXPECT_EQ(dataset->header().tokenizer.model_file, "wide.spm");
+  EXPECT_EQ(dataset->header().tokenizer.vocabulary_hash, 0x1234u);
+  EXPECT_EQ(dataset->header().max_token_id, *std::max_element(tokens.begin(), tokens.end()));
+  const TokenBatch batch = *dataset->ValidationBatches(1, 10, 1)->Next();
+  for (int t = 0; t < 10; ++t) {
+    EXPECT_EQ(batch.inputs[0][t].item<int64_t>(), tokens[4500 + t]);
+  }
+  std::remove(path.c_str());
+}
+
+// nanoGPT's .bin: bare little-endian uint16 ids, the last 5% validation.
+TEST(TokenFileTest, ReadsRawUint16Files) {
+  std::string contents;
+  for (int i = 0; i < 2000; ++i) {
+    const uint16_t id = static_cast<uint16_t>(50000 + i % 257);
+    contents += std::string{static_cast<char>(id & 0xff), static_cast<char>(id >> 8)};
+  }
+  const std::string path = TempPath("raw.bin");
+  WriteRawFile(path, contents);
+  EXPECT_EQ(ParseTokenFileFormat("raw_u16").value(), TokenFileFormat::kRawU16);
+  EXPECT_FALSE(ParseTokenFileFormat("npy").ok());
+  absl::StatusOr<TokenDataset> dataset = TokenDataset::Open(path, TokenFileFormat::kRawU16);
+  ASSERT_TRUE(dataset.ok()) << dataset.status();
+  EXPECT_EQ(dataset->num_train_tokens(), 1900);
+  EXPECT_EQ(dataset->num_val_tokens(), 100);
+  EXPECT_EQ(dataset->header().max_token_id, 50256u);
+  EXPECT_EQ(dataset->header().tokenizer.kind, TokenizerKind::kUnknown);
+  const TokenBatch batch = *dataset->TrainBatch(1, 1, 2, 8);
+  EXPECT_GE(batch.inputs.min().item<int64_t>(), 50000);
+  EXPECT_TRUE(absl::StrContains(CheckTokenFileFitsModel(path, dataset->header(), 50000).message(),
+                                "holds ids up to 50256 (raw_u16 file)"));
+
+  WriteRawFile(path, contents.substr(1));
+  const absl::Status odd = TokenDataset::Open(path, TokenFileFormat::kRawU16).status();
+  EXPECT_EQ(odd.code(), absl::StatusCode::kDataLoss);
+  EXPECT_TRUE(absl::StrContains(odd.message(), "odd size")) << odd;
+  std::remove(path.c_str());
+}
+
 TEST(TokenFileTest, RejectsTokensOutsideVocabulary) {
-  const std::vector<uint16_t> tokens = {1, 2, 300};
+  const std::vector<uint32_t> tokens = {1, 2, 300};
   const std::string path = TempPath("vocab");
-  EXPECT_EQ(WriteTokenFile(path, tokens, 256, 0.0).status().code(),
+  EXPECT_EQ(WriteTokenFile(path, tokens, ByteIdentity(), 0.0).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(WriteTokenFile(path, tokens, 512, 1.0).status().code(),
+  EXPECT_EQ(WriteTokenFile(path, tokens, WideIdentity(512), 1.0).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(WriteTokenFile(path, tokens, 512, 0.0).ok());
+  EXPECT_TRUE(WriteTokenFile(path, tokens, WideIdentity(512), 0.0).ok());
+  std::remove(path.c_str());
+}
+
+// The header's largest id is checked against the payload: a file that
+// claims less than it holds could index past a model's embedding table.
+TEST(TokenFileTest, RejectsLargestIdThatDisagreesWithPayload) {
+  const std::string path = TempPath("largest");
+  ASSERT_TRUE(WriteTokenFile(path, std::vector<uint32_t>{1, 2, 3}, ByteIdentity(), 0.0).ok());
+  std::string contents = ReadFile(path);
+  absl::StatusOr<TokenFileHeader> header = ParseTokenFile(
+      absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(contents.data()), contents.size()));
+  ASSERT_TRUE(header.ok());
+  contents[header->payload_offset + 4] = 9;  // 3 -> 9.
+  ResealFrame(contents, header->payload_offset);
+  WriteRawFile(path, contents);
+  const absl::Status status = TokenDataset::Open(path).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_TRUE(absl::StrContains(status.message(), "largest id is 9, its header says 3")) << status;
   std::remove(path.c_str());
 }
 
 TEST(ByteTokenizerTest, RoundTripsAllBytes) {
   std::string text;
   for (int b = 0; b < 256; ++b) text.push_back(static_cast<char>(b));
-  const std::vector<uint16_t> tokens = Tokens(text);
+  const std::vector<uint32_t> tokens = Tokens(text);
   ASSERT_EQ(tokens.size(), 256u);
   EXPECT_EQ(tokens[200], 200);
   const std::vector<int64_t> ids(tokens.begin(), tokens.end());
