@@ -20,7 +20,8 @@
 #include "common/log.h"
 #include "common/security_flags.h"
 #include "common/transport_args.h"
-#include "trainer/data/byte_tokenizer.h"
+#include "common/usage_problems.h"
+#include "trainer/data/tokenizer_factory.h"
 #include "trainer/model/evaluation.h"
 #include "trainer/model/model_flags.h"
 #include "trainer/model/parameter_binding.h"
@@ -29,7 +30,13 @@
 #include "trainer/runtime/compute_runtime.h"
 
 ABSL_FLAG(std::string, ps, "127.0.0.1:7000", "Shard addresses host:port,... in shard order.");
-ABSL_FLAG(std::string, data, "", "Token file; if set, prints its validation loss.");
+ABSL_FLAG(std::string, data, "",
+          "Token file; if set, prints its validation loss, and prompts and samples go through "
+          "the tokenizer it names.");
+ABSL_FLAG(std::string, data_format, "spotps", "spotps or raw_u16 (see spotps-trainer).");
+ABSL_FLAG(std::string, tokenizer, "",
+          "Tokenizer for prompts and samples (byte, gpt2, gpt2:DIR, sp_model:PATH); default: the "
+          "one --data names, else byte.");
 ABSL_FLAG(int64_t, eval_batches, 16, "Validation batches for the loss.");
 ABSL_FLAG(int64_t, batch, 8, "Validation batch size.");
 ABSL_FLAG(int64_t, seq_len, 128, "Validation sequence length.");
@@ -82,6 +89,25 @@ absl::Status WriteLogits(spotps::GptModel& model, const std::vector<int64_t>& to
   return spotps::WriteFileAtomically(path, json);
 }
 
+// --tokenizer, else the tokenizer --data was made with, else bytes.
+std::unique_ptr<spotps::Tokenizer> TokenizerFromFlags(const std::optional<spotps::TokenDataset>& data,
+                                                      spotps::UsageProblems& problems) {
+  std::string spec = absl::GetFlag(FLAGS_tokenizer);
+  if (spec.empty() && data.has_value() &&
+      data->header().tokenizer.kind != spotps::TokenizerKind::kUnknown) {
+    return problems
+        .Take(spotps::OpenTokenizerOf(data->header().tokenizer, data->path()), "--data's tokenizer")
+        .value_or(nullptr);
+  }
+  if (spec.empty()) spec = "byte";
+  std::optional<spotps::TokenizerSpec> parsed =
+      problems.Take(spotps::ParseTokenizerSpec(spec), "--tokenizer");
+  if (!parsed.has_value()) return nullptr;
+  return problems
+      .Take(spotps::MakeTokenizer(*parsed, {}, spotps::SentencePieceModelType::kBpe), "--tokenizer")
+      .value_or(nullptr);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -100,15 +126,20 @@ int main(int argc, char** argv) {
       ParseTokenIds(absl::GetFlag(FLAGS_logits_tokens));
   if (!logits_tokens.ok()) return UsageError(logits_tokens.status());
   if (spotps::CheckFlagsOnly()) return spotps::kExitSuccess;
-  // Local files before the network: a typo is reported at once.
+  // Local files before the network: every mistake is reported at once.
+  spotps::UsageProblems problems;
   std::optional<spotps::TokenDataset> data;
-  if (const std::string path = absl::GetFlag(FLAGS_data); !path.empty()) {
-    absl::StatusOr<spotps::TokenDataset> opened = spotps::TokenDataset::Open(path);
-    if (!opened.ok()) {
-      return UsageError(absl::InvalidArgumentError(absl::StrCat("--data: ", opened.status().message())));
-    }
-    data = *std::move(opened);
+  std::optional<spotps::TokenFileFormat> format =
+      problems.Take(spotps::ParseTokenFileFormat(absl::GetFlag(FLAGS_data_format)), "--data_format");
+  if (const std::string path = absl::GetFlag(FLAGS_data); !path.empty() && format.has_value()) {
+    data = problems.Take(spotps::TokenDataset::Open(path, *format), "--data");
   }
+  if (data.has_value()) {
+    problems.Check(spotps::CheckTokenFileFitsModel(data->path(), data->header(), config->vocab_size),
+                   "--data");
+  }
+  std::unique_ptr<spotps::Tokenizer> tokenizer = TokenizerFromFlags(data, problems);
+  if (!problems.empty()) return UsageError(problems.ToStatus());
   absl::StatusOr<spotps::GptModel> model = spotps::CreateGptModel(*config, 0);
   if (!model.ok()) return RuntimeError(model.status());
   absl::StatusOr<spotps::ParameterBinding> binding = spotps::ParameterBinding::Create(**model);
@@ -148,13 +179,14 @@ int main(int argc, char** argv) {
   options.seed = absl::GetFlag(FLAGS_seed);
   for (absl::string_view prompt : absl::StrSplit(absl::GetFlag(FLAGS_prompts), '|')) {
     options.seed += 1;  // Each prompt gets its own sample stream.
-    std::vector<uint16_t> prompt_tokens;
-    spotps::AppendByteTokens(prompt, prompt_tokens);
+    std::vector<uint32_t> prompt_tokens;
+    if (absl::Status s = tokenizer->Encode(prompt, prompt_tokens); !s.ok()) {
+      return UsageError(absl::InvalidArgumentError(absl::StrCat("--prompts: ", s.message())));
+    }
     std::vector<int64_t> ids(prompt_tokens.begin(), prompt_tokens.end());
     auto generated = spotps::Generate(*model, ids, options);
     if (!generated.ok()) return RuntimeError(generated.status());
-    std::printf("--- %s%s\n", std::string(prompt).c_str(),
-                spotps::BytesFromTokens(*generated).c_str());
+    std::printf("--- %s%s\n", std::string(prompt).c_str(), tokenizer->Decode(*generated).c_str());
   }
   return 0;
 }

@@ -40,6 +40,9 @@
 
 ABSL_FLAG(std::string, ps, "127.0.0.1:7000", "Shard addresses host:port,... in shard order.");
 ABSL_FLAG(std::string, data, "", "Token file made by spotps-tokenize.");
+ABSL_FLAG(std::string, data_format, "spotps",
+          "spotps: a token file made by spotps-tokenize; raw_u16: a bare array of little-endian "
+          "uint16 ids (nanoGPT's .bin), the last 5% held out for validation.");
 ABSL_FLAG(int64_t, batch, 8, "Sequences per step.");
 ABSL_FLAG(int64_t, seq_len, 128, "Tokens per sequence.");
 ABSL_FLAG(int64_t, steps, 0, "Steps to train; 0: until --epochs or --max_seconds.");
@@ -231,13 +234,14 @@ int main(int argc, char** argv) {
   }
   join.Mark("runtime");
   std::optional<spotps::TokenDataset> data;
-  if (const std::string path = absl::GetFlag(FLAGS_data); !path.empty()) {
-    data = problems.Take(spotps::TokenDataset::Open(path), "--data");
+  std::optional<spotps::TokenFileFormat> format =
+      problems.Take(spotps::ParseTokenFileFormat(absl::GetFlag(FLAGS_data_format)), "--data_format");
+  if (const std::string path = absl::GetFlag(FLAGS_data); !path.empty() && format.has_value()) {
+    data = problems.Take(spotps::TokenDataset::Open(path, *format), "--data");
   }
-  if (data.has_value() && config.ok() && data->vocab_size() > config->vocab_size) {
-    problems.Add(absl::StrFormat(
-        "--data=%s holds token ids up to %d, but the model's vocabulary has %d entries",
-        absl::GetFlag(FLAGS_data), data->vocab_size() - 1, config->vocab_size));
+  if (data.has_value() && config.ok()) {
+    problems.Check(spotps::CheckTokenFileFitsModel(data->path(), data->header(), config->vocab_size),
+                   "--data");
   }
   // Fine-tuning starts from the file's weights whatever the shards hold,
   // so the model is built and loaded now.

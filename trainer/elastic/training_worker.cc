@@ -48,10 +48,10 @@ absl::StatusOr<std::unique_ptr<TrainingWorker>> TrainingWorker::Create(
         "batch %d and seq_len %d must be positive, seq_len at most the context length %d",
         options.batch_size, options.seq_len, model->config().context_len));
   }
-  if (data->vocab_size() > model->config().vocab_size) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("data has %d token ids but the model's vocabulary only %d",
-                        data->vocab_size(), model->config().vocab_size));
+  if (absl::Status fits =
+          CheckTokenFileFitsModel(data->path(), data->header(), model->config().vocab_size);
+      !fits.ok()) {
+    return fits;
   }
   absl::StatusOr<ParameterBinding> binding = ParameterBinding::Create(*model);
   if (!binding.ok()) return binding.status();
