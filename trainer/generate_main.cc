@@ -22,7 +22,7 @@
 #include "common/transport_args.h"
 #include "common/usage_problems.h"
 #include "trainer/data/tokenizer_factory.h"
-#include "trainer/model/evaluation.h"
+#include "trainer/data/training_data.h"
 #include "trainer/model/model_flags.h"
 #include "trainer/model/parameter_binding.h"
 #include "trainer/model/pretrained_weights.h"
@@ -71,7 +71,7 @@ absl::StatusOr<std::vector<int64_t>> ParseTokenIds(absl::string_view text) {
 
 // {"dtype": "bf16", "tokens": [...], "logits": [[...], ...]}, floats with
 // enough digits to read back exactly.
-absl::Status WriteLogits(spotps::GptModel& model, const std::vector<int64_t>& tokens,
+absl::Status WriteLogits(spotps::TrainableModel& model, const std::vector<int64_t>& tokens,
                          spotps::ComputeDType dtype, const std::string& path) {
   absl::StatusOr<std::vector<std::vector<float>>> logits = spotps::LogitsFor(model, tokens, dtype);
   if (!logits.ok()) return logits.status();
@@ -90,13 +90,19 @@ absl::Status WriteLogits(spotps::GptModel& model, const std::vector<int64_t>& to
 }
 
 // --tokenizer, else the tokenizer --data was made with, else bytes.
-std::unique_ptr<spotps::Tokenizer> TokenizerFromFlags(const std::optional<spotps::TokenDataset>& data,
+std::unique_ptr<spotps::Tokenizer> TokenizerFromFlags(const spotps::TrainingData* data,
                                                       spotps::UsageProblems& problems) {
   std::string spec = absl::GetFlag(FLAGS_tokenizer);
-  if (spec.empty() && data.has_value() &&
-      data->header().tokenizer.kind != spotps::TokenizerKind::kUnknown) {
-    return problems
-        .Take(spotps::OpenTokenizerOf(data->header().tokenizer, data->path()), "--data's tokenizer")
+  std::optional<spotps::TokenizerIdentity> identity;
+  if (data != nullptr) {
+    if (const spotps::TokenDataset* tokens = spotps::AsTokenDataset(*data)) {
+      identity = tokens->header().tokenizer;
+    } else if (const spotps::LabeledDataset* labeled = spotps::AsLabeledDataset(*data)) {
+      identity = labeled->header().tokenizer;
+    }
+  }
+  if (spec.empty() && identity.has_value() && identity->kind != spotps::TokenizerKind::kUnknown) {
+    return problems.Take(spotps::OpenTokenizerOf(*identity, data->path()), "--data's tokenizer")
         .value_or(nullptr);
   }
   if (spec.empty()) spec = "byte";
@@ -120,29 +126,29 @@ int main(int argc, char** argv) {
   const spotps::ComputeDType dtype = compute->dtype;
   absl::StatusOr<spotps::ComputeRuntimeInfo> runtime = spotps::ConfigureComputeRuntime(*compute);
   if (!runtime.ok()) return RuntimeError(runtime.status());
-  absl::StatusOr<spotps::GptConfig> config = spotps::GptConfigFromFlags();
-  if (!config.ok()) return UsageError(config.status());
   absl::StatusOr<std::vector<int64_t>> logits_tokens =
       ParseTokenIds(absl::GetFlag(FLAGS_logits_tokens));
   if (!logits_tokens.ok()) return UsageError(logits_tokens.status());
   if (spotps::CheckFlagsOnly()) return spotps::kExitSuccess;
   // Local files before the network: every mistake is reported at once.
   spotps::UsageProblems problems;
-  std::optional<spotps::TokenDataset> data;
+  std::unique_ptr<spotps::TrainingData> data;
   std::optional<spotps::TokenFileFormat> format =
       problems.Take(spotps::ParseTokenFileFormat(absl::GetFlag(FLAGS_data_format)), "--data_format");
   if (const std::string path = absl::GetFlag(FLAGS_data); !path.empty() && format.has_value()) {
-    data = problems.Take(spotps::TokenDataset::Open(path, *format), "--data");
+    data = problems.Take(spotps::OpenTrainingData(path, *format), "--data").value_or(nullptr);
   }
-  if (data.has_value()) {
-    problems.Check(spotps::CheckTokenFileFitsModel(data->path(), data->header(), config->vocab_size),
-                   "--data");
+  // The weights come from the shards: a preset needs no initial values.
+  std::unique_ptr<spotps::TrainableModel> model =
+      problems.Take(spotps::ModelFromFlags(std::nullopt)).value_or(nullptr);
+  const int64_t seq_len = data != nullptr && data->fixed_seq_len() > 0 ? data->fixed_seq_len()
+                                                                         : absl::GetFlag(FLAGS_seq_len);
+  if (model != nullptr && data != nullptr) {
+    problems.Check(spotps::CheckModelFitsData(*model, *data, absl::GetFlag(FLAGS_batch), seq_len));
   }
-  std::unique_ptr<spotps::Tokenizer> tokenizer = TokenizerFromFlags(data, problems);
+  std::unique_ptr<spotps::Tokenizer> tokenizer = TokenizerFromFlags(data.get(), problems);
   if (!problems.empty()) return UsageError(problems.ToStatus());
-  absl::StatusOr<spotps::GptModel> model = spotps::CreateGptModel(*config, 0);
-  if (!model.ok()) return RuntimeError(model.status());
-  absl::StatusOr<spotps::ParameterBinding> binding = spotps::ParameterBinding::Create(**model);
+  absl::StatusOr<spotps::ParameterBinding> binding = spotps::ParameterBinding::Create(*model);
   if (!binding.ok()) return RuntimeError(binding.status());
 
   absl::StatusOr<spotps::ChannelSecurity> security = spotps::ChannelSecurityFromFlags();
@@ -154,7 +160,7 @@ int main(int argc, char** argv) {
   if (auto s = (*cluster)->WaitForLayout(absl::Seconds(absl::GetFlag(FLAGS_wait_s))); !s.ok()) {
     return RuntimeError(s);
   }
-  if (auto s = binding->CheckSameModel((*cluster)->layout()); !s.ok()) return RuntimeError(s);
+  if (auto s = binding->CheckSameModel((*cluster)->layout()); !s.ok()) return UsageError(s);
   spotps::WeightSnapshot weights;
   if (auto s = (*cluster)->Pull(spotps::v1::DTYPE_FP32, &weights); !s.ok()) return RuntimeError(s);
   binding->LoadWeights(weights.values);
@@ -164,13 +170,16 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  if (data.has_value()) {
-    auto loss = spotps::ValidationLoss(*model, *data, absl::GetFlag(FLAGS_batch),
-                                       absl::GetFlag(FLAGS_seq_len),
-                                       absl::GetFlag(FLAGS_eval_batches), dtype);
-    if (!loss.ok()) return RuntimeError(loss.status());
-    std::printf("eval: val_loss=%.4f\n", *loss);
+  if (data != nullptr) {
+    absl::StatusOr<spotps::Evaluation> eval =
+        spotps::Evaluate(*model, *data, absl::GetFlag(FLAGS_batch), seq_len,
+                         absl::GetFlag(FLAGS_eval_batches), dtype);
+    if (!eval.ok()) return RuntimeError(eval.status());
+    std::printf("eval: val_loss=%.4f", eval->loss);
+    if (eval->accuracy >= 0) std::printf(" val_accuracy=%.4f", eval->accuracy);
+    std::printf(" rows=%lld\n", static_cast<long long>(eval->rows));
   }
+  if (model->task() != spotps::Task::kLanguageModel) return 0;  // A classifier samples nothing.
   spotps::GenerationOptions options;
   options.max_new_tokens = absl::GetFlag(FLAGS_tokens);
   options.temperature = absl::GetFlag(FLAGS_temperature);

@@ -35,7 +35,7 @@
 #include "trainer/elastic/training_worker.h"
 #include "trainer/elastic/worker_membership.h"
 #include "trainer/model/model_flags.h"
-#include "trainer/model/pretrained_weights.h"
+#include "trainer/model/torchscript_model.h"
 #include "trainer/runtime/compute_runtime.h"
 
 ABSL_FLAG(std::string, ps, "127.0.0.1:7000", "Shard addresses host:port,... in shard order.");
@@ -127,11 +127,12 @@ absl::StatusOr<std::unique_ptr<spotps::CoordinatorClient>> ConnectCoordinator(
 // contacted.
 void CheckFlags(const absl::StatusOr<spotps::GptConfig>& config, spotps::UsageProblems& problems) {
   problems.Require(!absl::GetFlag(FLAGS_data).empty(),
-                   "--data is required: a token file made by spotps-tokenize");
+                   "--data is required: a token file or labeled-example file made by "
+                   "spotps-tokenize");
   const int64_t batch = absl::GetFlag(FLAGS_batch), seq_len = absl::GetFlag(FLAGS_seq_len);
   problems.Require(batch > 0, absl::StrCat("--batch=", batch, " must be positive"));
   problems.Require(seq_len > 0, absl::StrCat("--seq_len=", seq_len, " must be positive"));
-  if (config.ok()) {
+  if (config.ok() && !spotps::IsModelFile(absl::GetFlag(FLAGS_model))) {
     problems.Require(seq_len <= config->context_len,
                      absl::StrCat("--seq_len=", seq_len, " is longer than the model's context (",
                                   config->context_len, " tokens)"));
@@ -170,18 +171,24 @@ uint64_t DataSeed(bool coordinated) {
   return coordinated ? seed : seed * 1000003u + index;
 }
 
+// Labeled examples come at the length they were tokenized to; token files
+// are cut into --seq_len windows.
+int64_t SeqLen(const spotps::TrainingData& data) {
+  return data.fixed_seq_len() > 0 ? data.fixed_seq_len() : absl::GetFlag(FLAGS_seq_len);
+}
+
 // Everything but the data seed, which depends on whether a coordinator
 // answers.
-absl::StatusOr<spotps::TrainingOptions> OptionsFromFlags(const spotps::TokenDataset& data,
+absl::StatusOr<spotps::TrainingOptions> OptionsFromFlags(const spotps::TrainingData& data,
                                                          spotps::ComputeDType dtype) {
   spotps::TrainingOptions o;
   o.dtype = dtype;
   o.batch_size = absl::GetFlag(FLAGS_batch);
-  o.seq_len = absl::GetFlag(FLAGS_seq_len);
+  o.seq_len = SeqLen(data);
   o.max_steps = absl::GetFlag(FLAGS_steps);
   if (const double epochs = absl::GetFlag(FLAGS_epochs); epochs > 0 && o.max_steps == 0) {
     o.max_steps = std::max<int64_t>(
-        1, static_cast<int64_t>(epochs * data.num_train_tokens() / (o.batch_size * o.seq_len)));
+        1, static_cast<int64_t>(epochs * data.BatchesPerEpoch(o.batch_size, o.seq_len)));
   }
   o.max_time = absl::Seconds(absl::GetFlag(FLAGS_max_seconds));
   o.clip_norm = absl::GetFlag(FLAGS_clip_norm);
@@ -218,8 +225,9 @@ int main(int argc, char** argv) {
   spotps::UsageProblems problems;
   std::optional<spotps::ComputeRuntimeOptions> compute =
       problems.Take(spotps::ComputeRuntimeOptionsFromFlags());
+  // A preset's sizes are flags; a file's are checked once it is loaded.
   const absl::StatusOr<spotps::GptConfig> config = spotps::GptConfigFromFlags();
-  problems.Check(config.status());
+  if (!spotps::IsModelFile(absl::GetFlag(FLAGS_model))) problems.Check(config.status());
   CheckFlags(config, problems);
   std::optional<spotps::ChannelSecurity> security =
       problems.Take(spotps::ChannelSecurityFromFlags());
@@ -233,30 +241,33 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   join.Mark("runtime");
-  std::optional<spotps::TokenDataset> data;
+  std::unique_ptr<spotps::TrainingData> data;
   std::optional<spotps::TokenFileFormat> format =
       problems.Take(spotps::ParseTokenFileFormat(absl::GetFlag(FLAGS_data_format)), "--data_format");
   if (const std::string path = absl::GetFlag(FLAGS_data); !path.empty() && format.has_value()) {
-    data = problems.Take(spotps::TokenDataset::Open(path, *format), "--data");
+    data = problems.Take(spotps::OpenTrainingData(path, *format), "--data").value_or(nullptr);
   }
-  if (data.has_value() && config.ok()) {
-    problems.Check(spotps::CheckTokenFileFitsModel(data->path(), data->header(), config->vocab_size),
-                   "--data");
-  }
-  // Fine-tuning starts from the file's weights whatever the shards hold,
-  // so the model is built and loaded now.
+  // A file model, or one fine-tuned from --init_from, is the job's model
+  // whatever the shards hold. A preset gets placeholder weights for the
+  // checks: a worker joining a running job pulls its weights, and only a
+  // first one draws them (below).
   const std::string init_from = absl::GetFlag(FLAGS_init_from);
-  std::optional<spotps::GptModel> model;
-  if (!init_from.empty() && config.ok()) {
-    model = problems.Take(spotps::CreateGptModel(*config, absl::GetFlag(FLAGS_seed)));
-    if (model.has_value() &&
-        problems.Check(spotps::LoadPretrainedWeights(*model, init_from), "--init_from")) {
-      spotps::LogInfoF("initial weights from %s", init_from);
+  const bool final_model = spotps::IsModelFile(absl::GetFlag(FLAGS_model)) || !init_from.empty();
+  std::unique_ptr<spotps::TrainableModel> model =
+      problems
+          .Take(spotps::ModelFromFlags(final_model ? std::optional<uint64_t>(absl::GetFlag(FLAGS_seed))
+                                                   : std::nullopt))
+          .value_or(nullptr);
+  if (model != nullptr && !init_from.empty()) {
+    if (auto loaded = problems.Take(model->LoadWeightsFile(init_from), "--init_from")) {
+      spotps::LogInfo(*loaded);
     }
   }
+  if (model != nullptr && data != nullptr && compute.has_value()) {
+    problems.Check(spotps::ProbeModel(*model, *data, SeqLen(*data), compute->dtype));
+  }
   if (!problems.empty()) return UsageError(problems.ToStatus());
-  absl::StatusOr<spotps::TrainingOptions> options =
-      OptionsFromFlags(*data, compute->dtype);
+  absl::StatusOr<spotps::TrainingOptions> options = OptionsFromFlags(*data, compute->dtype);
   if (!options.ok()) return UsageError(options.status());
   options->process_start = join.process_start();
 
@@ -272,15 +283,13 @@ int main(int argc, char** argv) {
       spotps::Cluster::Connect(absl::GetFlag(FLAGS_ps), cluster_options);
   if (!cluster.ok()) return RuntimeError(cluster.status());
   join.Mark("connect");
-  if (!model.has_value()) {
-    // Joining a running job (the shards hold the model): the weights come
-    // from the first pull, so none are drawn here.
-    const bool joining = (*cluster)->FetchLayout().ok();
-    absl::StatusOr<spotps::GptModel> built =
-        joining ? spotps::CreateUninitializedGptModel(*config)
-                : spotps::CreateGptModel(*config, absl::GetFlag(FLAGS_seed));
-    if (!built.ok()) return RuntimeError(built.status());
-    model = *std::move(built);
+  // Joining a running job (the shards hold the model): the weights come
+  // from the first pull, so a preset keeps its placeholders.
+  if (!final_model && !(*cluster)->FetchLayout().ok()) {
+    absl::StatusOr<std::unique_ptr<spotps::TrainableModel>> drawn =
+        spotps::ModelFromFlags(absl::GetFlag(FLAGS_seed));
+    if (!drawn.ok()) return RuntimeError(drawn.status());
+    model = *std::move(drawn);
   }
   join.Mark("model");
   if (*coordinator != nullptr) {
@@ -299,7 +308,9 @@ int main(int argc, char** argv) {
                                       coordinator->get(), membership.get(), options->name,
                                       [&drain] { return drain.draining(); });
   options->on_step = [&telemetry](const spotps::StepRecord& r) { telemetry.OnStep(r); };
-  options->on_eval = [&telemetry](int64_t steps, double val) { telemetry.OnEval(steps, val); };
+  options->on_eval = [&telemetry](int64_t steps, const spotps::Evaluation& e) {
+    telemetry.OnEval(steps, e);
+  };
   if (serve_metrics) {
     auto endpoint = spotps::HttpEndpoint::Start(
         absl::GetFlag(FLAGS_metrics_listen),
@@ -312,12 +323,17 @@ int main(int argc, char** argv) {
     std::printf("[%s] metrics on port %d\n", options->name.c_str(), metrics_endpoint->port());
   }
   absl::StatusOr<std::unique_ptr<spotps::TrainingWorker>> worker = spotps::TrainingWorker::Create(
-      cluster->get(), *std::move(model), &*data, *options, {coordinator->get(), membership.get()});
+      cluster->get(), std::move(model), data.get(), *options,
+      {coordinator->get(), membership.get()});
+  // The shards train another model (the wrong --model): bad usage.
+  if (!worker.ok() && absl::IsInvalidArgument(worker.status())) return UsageError(worker.status());
   if (!worker.ok()) return RuntimeError(worker.status());
   join.Mark("init");
-  std::printf("[%s] model %s: %s, %d train tokens, staleness_method=%s\n", options->name.c_str(),
-              absl::GetFlag(FLAGS_model).c_str(), (*cluster)->layout().Summary().c_str(),
-              static_cast<int>(data->num_train_tokens()), ShardStalenessMethod(**cluster).c_str());
+  std::printf("[%s] model %s: %s, task %s, %lld units an epoch, staleness_method=%s\n",
+              options->name.c_str(), absl::GetFlag(FLAGS_model).c_str(),
+              (*cluster)->layout().Summary().c_str(), spotps::TaskName(data->task()),
+              static_cast<long long>(data->BatchesPerEpoch(options->batch_size, options->seq_len)),
+              ShardStalenessMethod(**cluster).c_str());
   std::fflush(stdout);
 
   std::unique_ptr<spotps::SpotNoticeWatcher> spot_watcher;
@@ -341,6 +357,10 @@ int main(int argc, char** argv) {
   telemetry.Finish();
   if (spot_watcher != nullptr) spot_watcher->Stop();
   if (membership != nullptr) membership->Leave();
+  // A model whose loss is not finite (a broken file): bad usage.
+  if (!summary.ok() && absl::IsInvalidArgument(summary.status())) {
+    return UsageError(summary.status());
+  }
   if (!summary.ok()) return RuntimeError(summary.status());
   // The rest of the way to the first push happened inside Run.
   join.Add("first_pull", absl::Seconds(summary->first_pull_s));
@@ -350,13 +370,17 @@ int main(int argc, char** argv) {
   // "-" when no validation ran (--eval_batches=0), rather than "nan".
   const std::string val_loss =
       std::isfinite(summary->val_loss) ? absl::StrFormat("%.4f", summary->val_loss) : "-";
+  // Classification also says how often the model is right.
+  const std::string val_accuracy =
+      summary->val_accuracy >= 0 ? absl::StrFormat(" val_accuracy=%.4f", summary->val_accuracy) : "";
   std::printf(
       "summary: worker=%s steps=%lld tokens=%lld seconds=%.1f tokens_per_s=%.0f train_loss=%.4f "
-      "val_loss=%s staleness=%.2f pull_ms=%.1f push_ms=%.1f compute_ms=%.1f dropped=%lld "
+      "val_loss=%s%s staleness=%.2f pull_ms=%.1f push_ms=%.1f compute_ms=%.1f dropped=%lld "
       "units=%lld job_done=%d first_push_s=%.2f drain_ms=%.0f\n",
       options->name.c_str(), static_cast<long long>(summary->steps),
       static_cast<long long>(summary->tokens), summary->seconds, summary->tokens_per_s,
-      summary->last_train_loss, val_loss.c_str(), summary->mean_staleness, summary->mean_pull_ms,
+      summary->last_train_loss, val_loss.c_str(), val_accuracy.c_str(), summary->mean_staleness,
+      summary->mean_pull_ms,
       summary->mean_push_ms, summary->mean_compute_ms,
       static_cast<long long>(summary->pushes_dropped),
       static_cast<long long>(summary->units_committed), summary->job_done ? 1 : 0,

@@ -39,6 +39,11 @@ absl::Status TrainingHistory::Record(const v1::TrainingReportRequest& report,
   }
   if (report.val_step() > 0) {
     if (absl::Status s = CheckValue("val_loss", report.val_loss(), kMaxLoss); !s.ok()) return s;
+    if (report.has_val_accuracy()) {
+      if (absl::Status s = CheckValue("val_accuracy", report.val_accuracy(), 1.0); !s.ok()) {
+        return s;
+      }
+    }
     if (report.val_step() > report.steps()) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "val_step %d is beyond the report's steps %d", report.val_step(), report.steps()));
@@ -66,6 +71,7 @@ absl::Status TrainingHistory::Record(const v1::TrainingReportRequest& report,
   point.tokens_per_s = report.tokens_per_s();
   point.val_step = report.val_step();
   point.val_loss = report.val_loss();
+  point.val_accuracy = report.has_val_accuracy() ? report.val_accuracy() : -1;
   point.has_val = report.val_step() > 0 &&
                   (previous == latest_.end() || report.val_step() > previous->second.val_step);
   if (previous == latest_.end() && latest_.size() >= max_workers_) {

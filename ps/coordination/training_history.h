@@ -33,6 +33,7 @@ struct TrainingPoint {
   bool has_val = false;
   uint64_t val_step = 0;
   double val_loss = 0;
+  double val_accuracy = -1;  // Classification only; -1 when not reported.
 };
 
 // Owns the newest `capacity` reports of all trainers and each trainer's

@@ -112,6 +112,9 @@ std::string StatusPage::CoordinatorJson() {
                         ",\"train_loss\":", Num(t->train_loss),
                         ",\"tokens_per_s\":", Num(t->tokens_per_s),
                         ",\"val_loss\":", t->val_step > 0 ? Num(t->val_loss) : std::string("null"),
+                        ",\"val_accuracy\":",
+                        t->val_step > 0 && t->val_accuracy >= 0 ? Num(t->val_accuracy)
+                                                                : std::string("null"),
                         ",\"report_ms\":", UnixMs(t->time));
   };
   const double lease_ms = absl::ToDoubleMilliseconds(coordinator_->worker_lease());
@@ -178,7 +181,7 @@ svg text{font-size:11px;fill:#555} svg .legend{cursor:pointer} svg .legend.off{o
 <div class="card"><h2>Tokens/s (all trainers)</h2><svg id="tokens-chart" width="560" height="220"></svg></div>
 </div>
 <h2>Workers</h2><div class="card"><table id="workers"><thead><tr><th>worker</th><th>state</th>
-<th>steps</th><th>units committed</th><th>train loss</th><th>val loss</th><th>tokens/s</th>
+<th>steps</th><th>units committed</th><th>train loss</th><th>val loss</th><th>val accuracy</th><th>tokens/s</th>
 <th>last heartbeat</th></tr></thead><tbody></tbody></table></div>
 <h2>Epochs</h2><div class="card" id="epochs"></div>
 <h2>Shards</h2><div class="card"><table id="shards"><thead><tr><th>shard</th><th>global step</th>
@@ -311,7 +314,8 @@ function render(d) {
     cell(row, w.name); cell(row, w.state, w.state);
     cell(row, w.steps === null ? "\u2014" : w.steps);
     cell(row, w.units_committed === undefined ? "\u2014" : w.units_committed);
-    cell(row, fmt(w.train_loss, 4)); cell(row, fmt(w.val_loss, 4)); cell(row, fmt(w.tokens_per_s, 0));
+    cell(row, fmt(w.train_loss, 4)); cell(row, fmt(w.val_loss, 4));
+    cell(row, fmt(w.val_accuracy, 4)); cell(row, fmt(w.tokens_per_s, 0));
     cell(row, w.ms_since_heartbeat === undefined ? "\u2014" : (w.ms_since_heartbeat / 1000).toFixed(1) + " s ago");
     wbody.appendChild(row);
   });

@@ -31,8 +31,8 @@
 #include "tests/support/child_process.h"
 #include "tests/support/generated_corpus.h"
 #include "tests/support/log_fields.h"
-#include "trainer/data/token_dataset.h"
-#include "trainer/model/evaluation.h"
+#include "trainer/data/training_data.h"
+#include "trainer/model/builtin_model.h"
 #include "trainer/model/gpt_config.h"
 #include "trainer/model/gpt_model.h"
 #include "trainer/model/parameter_binding.h"
@@ -82,7 +82,7 @@ std::vector<std::string> ShardFlags(const std::string& mode, int64_t units) {
 }
 
 absl::StatusOr<double> FinalValLoss(const std::string& addresses, const std::string& model_name,
-                                    const TokenDataset& data) {
+                                    const TrainingData& data) {
   auto cluster = Cluster::Connect(addresses);
   if (!cluster.ok()) return cluster.status();
   WeightSnapshot w;
@@ -90,17 +90,20 @@ absl::StatusOr<double> FinalValLoss(const std::string& addresses, const std::str
   if (absl::Status s = (*cluster)->Pull(v1::DTYPE_FP32, &w); !s.ok()) return s;
   auto config = GptConfigFromPreset(model_name);
   if (!config.ok()) return config.status();
-  auto model = CreateGptModel(*config, 1234);
+  auto model = BuiltinGptModel::Create(*config, std::nullopt, model_name);
   if (!model.ok()) return model.status();
   auto binding = ParameterBinding::Create(**model);
   if (!binding.ok()) return binding.status();
   binding->LoadWeights(w.values);
-  return ValidationLoss(*model, data, absl::GetFlag(FLAGS_batch), absl::GetFlag(FLAGS_seq_len),
-                        absl::GetFlag(FLAGS_eval_batches), ComputeDType::kBF16);
+  absl::StatusOr<Evaluation> eval =
+      Evaluate(**model, data, absl::GetFlag(FLAGS_batch), absl::GetFlag(FLAGS_seq_len),
+               absl::GetFlag(FLAGS_eval_batches), ComputeDType::kBF16);
+  if (!eval.ok()) return eval.status();
+  return eval->loss;
 }
 
 absl::StatusOr<JobResult> RunJob(const std::string& model, int trainers, const std::string& mode,
-                                 const std::string& tokens, const TokenDataset& data,
+                                 const std::string& tokens, const TrainingData& data,
                                  const std::string& dir) {
   const int64_t units = absl::GetFlag(FLAGS_units);
   ::mkdir(dir.c_str(), 0755);
@@ -153,7 +156,7 @@ int Run() {
     if (!made.ok()) return std::fprintf(stderr, "%s\n", made.status().ToString().c_str()), 1;
     tokens = *made;
   }
-  auto data = TokenDataset::Open(tokens);
+  auto data = OpenTrainingData(tokens, TokenFileFormat::kSpotps);
   if (!data.ok()) return std::fprintf(stderr, "%s\n", data.status().ToString().c_str()), 1;
   const int64_t units = absl::GetFlag(FLAGS_units);
   std::printf("spotps-bench-convergence: %lld units of %lld x %lld tokens per job, lr %g, %s\n",
@@ -174,7 +177,7 @@ int Run() {
       std::map<std::string, JobResult> results;
       for (const std::string& mode : List(absl::GetFlag(FLAGS_modes))) {
         const std::string job_dir = absl::StrCat(dir.path(), "/job", job++);
-        auto r = RunJob(model, trainers, mode, tokens, *data, job_dir);
+        auto r = RunJob(model, trainers, mode, tokens, **data, job_dir);
         if (!r.ok()) return std::fprintf(stderr, "%s\n", r.status().ToString().c_str()), 1;
         results[mode] = *r;
       }

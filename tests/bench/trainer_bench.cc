@@ -30,10 +30,10 @@
 #include "tests/support/child_process.h"
 #include "tests/support/log_fields.h"
 #include "trainer/data/byte_tokenizer.h"
-#include "trainer/data/token_dataset.h"
+#include "trainer/data/training_data.h"
 #include "trainer/elastic/training_worker.h"
 #include "trainer/model/gpt_config.h"
-#include "trainer/model/gpt_model.h"
+#include "trainer/model/builtin_model.h"
 #include "trainer/runtime/compute_runtime.h"
 
 #ifndef SPOTPS_TORCH_BASELINE_SCRIPT
@@ -119,7 +119,7 @@ absl::StatusOr<double> PlainTokensPerSecond(const GptConfig& config, const Token
 
 // The real trainer loop against one spotps-ps process on the same host,
 // niced as docs/operations.md advises for a shard that shares a host with trainers.
-absl::StatusOr<double> PsTokensPerSecond(const GptConfig& config, const TokenDataset& data,
+absl::StatusOr<double> PsTokensPerSecond(const GptConfig& config, const TrainingData& data,
                                          const std::string& dir) {
   auto shards =
       testing::LocalShardCluster::Start(1,
@@ -144,10 +144,15 @@ absl::StatusOr<double> PsTokensPerSecond(const GptConfig& config, const TokenDat
   auto silent = [](const std::string&) {};
   TrainingOptions timed = options;
   timed.max_steps = absl::GetFlag(FLAGS_steps);
-  auto warm = TrainingWorker::Create(cluster->get(), *model, &data, options);
+  // Both runs train the same module (a GptModel is a shared handle).
+  auto warm = TrainingWorker::Create(
+      cluster->get(), std::make_unique<BuiltinGptModel>(*model, absl::GetFlag(FLAGS_model)), &data,
+      options);
   if (!warm.ok()) return warm.status();
   if (auto s = (*warm)->Run(stop, silent); !s.ok()) return s.status();
-  auto measured = TrainingWorker::Create(cluster->get(), *model, &data, timed);
+  auto measured = TrainingWorker::Create(
+      cluster->get(), std::make_unique<BuiltinGptModel>(*model, absl::GetFlag(FLAGS_model)), &data,
+      timed);
   if (!measured.ok()) return measured.status();
   auto summary = (*measured)->Run(stop, silent);
   if (!summary.ok()) return summary.status();
@@ -257,9 +262,9 @@ struct BestRates {
 };
 
 // One round of (b)-(d); each side's rate replaces its best if higher.
-absl::Status MeasureRound(const GptConfig& config, const TokenDataset& data, int threads,
+absl::Status MeasureRound(const GptConfig& config, const TrainingData& data, int threads,
                           const std::string& dir, BestRates& best) {
-  auto bf16 = PlainTokensPerSecond(config, data, ComputeDType::kBF16);
+  auto bf16 = PlainTokensPerSecond(config, *AsTokenDataset(data), ComputeDType::kBF16);
   if (!bf16.ok()) return bf16.status();
   // Right after the run it divides, so both see the same load from other
   // processes on a shared machine.
@@ -291,7 +296,7 @@ int Run() {
   testing::TempDir dir;
   auto tokens = MakeTokenFile(dir.path());
   if (!tokens.ok()) return std::fprintf(stderr, "%s\n", tokens.status().ToString().c_str()), 1;
-  auto data = TokenDataset::Open(*tokens);
+  auto data = OpenTrainingData(*tokens, TokenFileFormat::kSpotps);
   auto config = GptConfigFromPreset(absl::GetFlag(FLAGS_model));
   if (!data.ok() || !config.ok()) return 1;
   const int64_t seq = absl::GetFlag(FLAGS_seq_len);
@@ -301,11 +306,11 @@ int Run() {
               static_cast<long long>(absl::GetFlag(FLAGS_batch)), static_cast<long long>(seq));
   std::fflush(stdout);
 
-  auto fp32 = PlainTokensPerSecond(*config, *data, ComputeDType::kFP32);
+  auto fp32 = PlainTokensPerSecond(*config, *AsTokenDataset(**data), ComputeDType::kFP32);
   BestRates best;
   absl::Status rounds = fp32.status();
   for (int round = 0; rounds.ok() && round < std::max(1, absl::GetFlag(FLAGS_rounds)); ++round) {
-    rounds = MeasureRound(*config, *data, runtime->threads, dir.path(), best);
+    rounds = MeasureRound(*config, **data, runtime->threads, dir.path(), best);
   }
   if (!rounds.ok()) return std::fprintf(stderr, "%s\n", rounds.ToString().c_str()), 1;
   auto join = JoinSeconds(runtime->threads, *tokens, dir.path());

@@ -20,7 +20,7 @@
 #include "tests/support/log_fields.h"
 #include "tests/support/network_hosts.h"
 #include "tests/support/training_job.h"
-#include "trainer/model/evaluation.h"
+#include "trainer/model/builtin_model.h"
 #include "trainer/model/gpt_config.h"
 #include "trainer/model/gpt_model.h"
 
@@ -72,12 +72,13 @@ void MultiHostTest::RunJob(bool caps) {
 
   auto tokens = testing::MakeTokenFile(dir, 5000);
   ASSERT_TRUE(tokens.ok()) << tokens.status();
-  auto data = TokenDataset::Open(*tokens);
+  auto data = OpenTrainingData(*tokens, TokenFileFormat::kSpotps);
   ASSERT_TRUE(data.ok()) << data.status();
   // Every trainer initialises from seed 1234: this is the starting loss.
-  GptModel initial = *CreateGptModel(*GptConfigFromPreset("tiny"), 1234);
-  auto start_loss = ValidationLoss(initial, *data, 8, 64, 8, ComputeDType::kFP32);
-  ASSERT_TRUE(start_loss.ok()) << start_loss.status();
+  BuiltinGptModel initial(*CreateGptModel(*GptConfigFromPreset("tiny"), 1234), "tiny");
+  auto start = Evaluate(initial, **data, 8, 64, 8, ComputeDType::kFP32);
+  ASSERT_TRUE(start.ok()) << start.status();
+  const absl::StatusOr<double> start_loss = start->loss;
 
   const testing::HostedShards spec{
       kShards,

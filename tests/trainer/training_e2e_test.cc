@@ -8,7 +8,7 @@
 #include "tests/support/child_process.h"
 #include "tests/support/generated_corpus.h"
 #include "tests/support/log_fields.h"
-#include "trainer/model/evaluation.h"
+#include "trainer/model/builtin_model.h"
 #include "trainer/model/gpt_config.h"
 #include "trainer/model/gpt_model.h"
 
@@ -25,11 +25,12 @@ TEST(TrainingE2ETest, TwoTrainersCutValidationLossByThirtyPercent) {
   const std::string tokens_path = *made;
 
   // Every trainer initialises from seed 1234: this is the starting loss.
-  auto data = TokenDataset::Open(tokens_path);
+  auto data = OpenTrainingData(tokens_path, TokenFileFormat::kSpotps);
   ASSERT_TRUE(data.ok()) << data.status();
-  GptModel initial = *CreateGptModel(*GptConfigFromPreset("tiny"), 1234);
-  auto start_loss = ValidationLoss(initial, *data, 8, 64, 8, ComputeDType::kFP32);
-  ASSERT_TRUE(start_loss.ok()) << start_loss.status();
+  BuiltinGptModel initial(*CreateGptModel(*GptConfigFromPreset("tiny"), 1234), "tiny");
+  auto start = Evaluate(initial, **data, 8, 64, 8, ComputeDType::kFP32);
+  ASSERT_TRUE(start.ok()) << start.status();
+  const absl::StatusOr<double> start_loss = start->loss;
 
   auto shards = testing::LocalShardCluster::Start(
       1, {"--optimizer=adamw", "--lr=3e-3", "--warmup_steps=20"}, dir.path());

@@ -19,6 +19,9 @@ TrainingTelemetry::TrainingTelemetry(MetricsRegistry* registry, CoordinatorClien
         registry->Gauge("spotps_trainer_train_loss", "Training loss of the last step.", w);
     val_loss_ = registry->Gauge("spotps_trainer_val_loss",
                                 "Validation loss of the last evaluation (--eval_every).", w);
+    val_accuracy_ = registry->Gauge(
+        "spotps_trainer_val_accuracy",
+        "Validation accuracy of the last evaluation (classification; -1 for lm).", w);
     const std::string help =
         "Time of each step's phases: pull and push (overlapped with "
         "compute unless --overlap=false) and compute.";
@@ -72,12 +75,16 @@ void TrainingTelemetry::OnStep(const StepRecord& step) {
   }
 }
 
-void TrainingTelemetry::OnEval(int64_t steps, double val_loss) {
-  if (val_loss_ != nullptr) val_loss_->Set(val_loss);
-  if (!std::isfinite(val_loss)) return;
+void TrainingTelemetry::OnEval(int64_t steps, const Evaluation& eval) {
+  if (val_loss_ != nullptr) {
+    val_loss_->Set(eval.loss);
+    val_accuracy_->Set(eval.accuracy);
+  }
+  if (!std::isfinite(eval.loss)) return;
   absl::MutexLock lock(&mu_);
   val_step_ = steps;
-  val_value_ = val_loss;
+  val_value_ = eval.loss;
+  val_accuracy_value_ = eval.accuracy;
 }
 
 void TrainingTelemetry::Finish() {
@@ -103,6 +110,7 @@ void TrainingTelemetry::SendReport() {
     report.set_tokens_per_s(seconds > 0 ? (tokens_now_ - reported_tokens_) / seconds : 0.0);
     report.set_val_step(static_cast<uint64_t>(std::max<int64_t>(0, val_step_ - steps_base_)));
     report.set_val_loss(val_value_);
+    if (val_accuracy_value_ >= 0) report.set_val_accuracy(val_accuracy_value_);
     sent_sum = loss_sum_;
     sent_count = loss_count_;
     sent_tokens = tokens_now_;

@@ -32,7 +32,7 @@ class TrainingTelemetry {
   ~TrainingTelemetry();
 
   void OnStep(const StepRecord& step);
-  void OnEval(int64_t steps, double val_loss);
+  void OnEval(int64_t steps, const Evaluation& eval);
   // Sends the last report now (at exit) and stops the thread.
   void Finish();
 
@@ -46,6 +46,7 @@ class TrainingTelemetry {
   MetricCounter* pushes_dropped_ = nullptr;
   MetricGauge* train_loss_ = nullptr;
   MetricGauge* val_loss_ = nullptr;
+  MetricGauge* val_accuracy_ = nullptr;
   MetricHistogram* pull_ = nullptr;
   MetricHistogram* compute_ = nullptr;
   MetricHistogram* push_ = nullptr;
@@ -61,6 +62,7 @@ class TrainingTelemetry {
   int64_t loss_count_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t val_step_ ABSL_GUARDED_BY(mu_) = 0;
   double val_value_ ABSL_GUARDED_BY(mu_) = 0;
+  double val_accuracy_value_ ABSL_GUARDED_BY(mu_) = -1;
   int64_t reported_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t reported_val_step_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time reported_at_ ABSL_GUARDED_BY(mu_) = absl::Now();

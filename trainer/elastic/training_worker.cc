@@ -8,13 +8,19 @@
 #include "absl/strings/str_format.h"
 #include "client/unreachable_wait.h"
 #include "common/log.h"
-#include "trainer/model/evaluation.h"
 #include "trainer/runtime/torch_status.h"
 
 namespace spotps {
 namespace {
 
 double MillisSince(absl::Time start) { return absl::ToDoubleMilliseconds(absl::Now() - start); }
+
+// "val_loss 1.2345" and, for classification, " val_accuracy 0.8125".
+std::string EvaluationText(const Evaluation& e) {
+  std::string text = absl::StrFormat("val_loss %.4f", e.loss);
+  if (e.accuracy >= 0) absl::StrAppendFormat(&text, " val_accuracy %.4f", e.accuracy);
+  return text;
+}
 
 // What a worker that finds the model on the shards starts from: weights
 // nobody has trained yet, or a job under way (or restored from a
@@ -37,21 +43,14 @@ std::string ExistingModelLine(Cluster& cluster) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TrainingWorker>> TrainingWorker::Create(
-    Cluster* cluster, GptModel model, const TokenDataset* data, const TrainingOptions& options,
-    WorkSource work) {
+    Cluster* cluster, std::unique_ptr<TrainableModel> model, const TrainingData* data,
+    const TrainingOptions& options, WorkSource work) {
   if ((work.coordinator == nullptr) != (work.membership == nullptr)) {
     return absl::InvalidArgumentError("a work source needs both a coordinator and a membership");
   }
-  if (options.batch_size <= 0 || options.seq_len <= 0 ||
-      options.seq_len > model->config().context_len) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "batch %d and seq_len %d must be positive, seq_len at most the context length %d",
-        options.batch_size, options.seq_len, model->config().context_len));
-  }
-  if (absl::Status fits =
-          CheckTokenFileFitsModel(data->path(), data->header(), model->config().vocab_size);
-      !fits.ok()) {
-    return fits;
+  if (absl::Status s = CheckModelFitsData(*model, *data, options.batch_size, options.seq_len);
+      !s.ok()) {
+    return s;
   }
   absl::StatusOr<ParameterBinding> binding = ParameterBinding::Create(*model);
   if (!binding.ok()) return binding.status();
@@ -61,13 +60,13 @@ absl::StatusOr<std::unique_ptr<TrainingWorker>> TrainingWorker::Create(
   };
   // A worker joining a running job finds the model on the shards: it has
   // nothing to offer, and skips flattening and sending 4 bytes a parameter.
-  // A model without initial values (CreateUninitializedGptModel) waits for
+  // A model without initial values (a joining built-in GPT) waits for
   // someone else's: its zeros must never become the job's weights.
   UnreachableWait shards(absl::StrCat("the shards at ", cluster->addresses()),
                          options.unavailable_timeout);
-  if (!model->initialized()) shards.WaitForModel();
+  if (!model->has_initial_values()) shards.WaitForModel();
   absl::Status layout = shards.Retry([cluster] { return cluster->FetchLayout(); });
-  if (!layout.ok() && (!absl::IsFailedPrecondition(layout) || !model->initialized())) {
+  if (!layout.ok() && (!absl::IsFailedPrecondition(layout) || !model->has_initial_values())) {
     return layout;
   }
   if (layout.ok()) {
@@ -102,9 +101,9 @@ absl::StatusOr<std::unique_ptr<TrainingWorker>> TrainingWorker::Create(
   return make();
 }
 
-TrainingWorker::TrainingWorker(Cluster* cluster, GptModel model, ParameterBinding binding,
-                               const TokenDataset* data, const TrainingOptions& options,
-                               WorkSource work)
+TrainingWorker::TrainingWorker(Cluster* cluster, std::unique_ptr<TrainableModel> model,
+                               ParameterBinding binding, const TrainingData* data,
+                               const TrainingOptions& options, WorkSource work)
     : cluster_(cluster),
       work_(work),
       model_(std::move(model)),
@@ -113,7 +112,9 @@ TrainingWorker::TrainingWorker(Cluster* cluster, GptModel model, ParameterBindin
       options_(options),
       wire_dtype_(options.dtype == ComputeDType::kBF16 ? v1::DTYPE_BF16 : v1::DTYPE_FP32),
       sync_(work.membership != nullptr && work.membership->consistency() == v1::CONSISTENCY_SYNC),
-      gradient_(binding_.layout().total_elements(), 0.0f) {}
+      gradient_(binding_.layout().total_elements(), 0.0f) {
+  for (auto& [name, p] : model_->Parameters()) parameters_.push_back(p);
+}
 
 absl::Status TrainingWorker::PullWithRecovery() {
   const absl::Time start = absl::Now();
@@ -257,24 +258,26 @@ absl::StatusOr<std::optional<TrainingWorker::Unit>> TrainingWorker::NextUnit(
 
 absl::StatusOr<double> TrainingWorker::ComputeGradient(uint64_t data_unit, int64_t row_begin,
                                                        int64_t row_end) {
-  absl::StatusOr<TokenBatch> batch =
+  absl::StatusOr<TrainingBatch> batch =
       data_->TrainBatch(options_.data_seed, data_unit, options_.batch_size, options_.seq_len);
   if (!batch.ok()) return batch.status();
-  if (row_begin > 0 || row_end < options_.batch_size) {
-    batch->inputs = batch->inputs.slice(0, row_begin, row_end);
-    batch->targets = batch->targets.slice(0, row_begin, row_end);
-  }
-  model_->zero_grad(/*set_to_none=*/true);
-  absl::StatusOr<torch::Tensor> loss =
-      ComputeLoss(model_, batch->inputs, batch->targets, options_.dtype);
+  if (row_begin > 0 || row_end < options_.batch_size) *batch = batch->Rows(row_begin, row_end);
+  for (torch::Tensor& p : parameters_) p.mutable_grad().reset();
+  absl::StatusOr<torch::Tensor> loss = ComputeLoss(*model_, *batch, options_.dtype);
   if (!loss.ok()) return loss.status();
-  return CatchTorchErrors([&] {
+  absl::StatusOr<double> value = CatchTorchErrors([&] {
     loss->backward();
-    if (options_.clip_norm > 0) {
-      torch::nn::utils::clip_grad_norm_(model_->parameters(), options_.clip_norm);
-    }
+    if (options_.clip_norm > 0) torch::nn::utils::clip_grad_norm_(parameters_, options_.clip_norm);
     return loss->item<double>();
   });
+  // A diverged or broken model: its gradient would be refused (or poison
+  // the weights), so nothing of it is pushed.
+  if (value.ok() && !std::isfinite(*value)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the loss of ", model_->name(), " is ", *value, " on unit ", data_unit,
+        ": its gradient is not pushed (a broken model, or training diverged: lower --lr)"));
+  }
+  return value;
 }
 
 absl::StatusOr<TrainingSummary> TrainingWorker::Run(
@@ -289,7 +292,7 @@ absl::StatusOr<TrainingSummary> TrainingWorker::Run(
     }
     if (absl::Status s = PullWithRecovery(); !s.ok()) return s;
   }
-  model_->train();
+  model_->SetTraining(true);
   ComputeFirstPriority priority(options_.transfer_nice);
   bool priority_warned = false;
   auto lower = [&priority_warned](const absl::Status& s) {
@@ -406,11 +409,11 @@ absl::StatusOr<TrainingSummary> TrainingWorker::Run(
       window_start = absl::Now();
     }
     if (options_.eval_every > 0 && summary.steps % options_.eval_every == 0) {
-      absl::StatusOr<double> val =
-          ValidationLoss(model_, *data_, options_.batch_size, options_.seq_len,
-                         options_.eval_batches, options_.dtype);
+      absl::StatusOr<Evaluation> val = Evaluate(*model_, *data_, options_.batch_size,
+                                                options_.seq_len, options_.eval_batches,
+                                                options_.dtype);
       if (!val.ok()) return val.status();
-      log(absl::StrFormat("[%s] step %d val_loss %.4f", options_.name, summary.steps, *val));
+      log(absl::StrCat("[", options_.name, "] step ", summary.steps, " ", EvaluationText(*val)));
       if (options_.on_eval) options_.on_eval(summary.steps, *val);
     }
   }
@@ -440,11 +443,12 @@ absl::StatusOr<TrainingSummary> TrainingWorker::Run(
   if (options_.eval_batches > 0) {
     if (absl::Status s = PullWithRecovery(); !s.ok()) return s;
     binding_.LoadWeights(weights_.values);
-    absl::StatusOr<double> val =
-        ValidationLoss(model_, *data_, options_.batch_size, options_.seq_len, options_.eval_batches,
-                       options_.dtype);
+    absl::StatusOr<Evaluation> val = Evaluate(*model_, *data_, options_.batch_size,
+                                              options_.seq_len, options_.eval_batches,
+                                              options_.dtype);
     if (!val.ok()) return val.status();
-    summary.val_loss = *val;
+    summary.val_loss = val->loss;
+    summary.val_accuracy = val->accuracy;
   }
   return summary;
 }

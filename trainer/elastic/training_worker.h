@@ -29,10 +29,10 @@
 #include "absl/time/time.h"
 #include "client/cluster.h"
 #include "client/coordinator_client.h"
-#include "trainer/data/token_dataset.h"
+#include "trainer/data/training_data.h"
 #include "trainer/elastic/worker_membership.h"
-#include "trainer/model/gpt_model.h"
 #include "trainer/model/parameter_binding.h"
+#include "trainer/model/trainable_model.h"
 #include "trainer/runtime/compute_precision.h"
 #include "trainer/runtime/thread_priority.h"
 
@@ -82,7 +82,7 @@ struct TrainingOptions {
   // Called on the training thread after every step and every validation
   // (--eval_every); may be empty. Keep them quick.
   std::function<void(const StepRecord&)> on_step;
-  std::function<void(int64_t steps, double val_loss)> on_eval;
+  std::function<void(int64_t steps, const Evaluation& eval)> on_eval;
 };
 
 struct TrainingSummary {
@@ -92,6 +92,7 @@ struct TrainingSummary {
   double tokens_per_s = 0;
   double last_train_loss = 0;
   double val_loss = 0;  // NaN when there is no validation split to use.
+  double val_accuracy = -1;  // Classification's; -1 otherwise.
   double mean_staleness = 0;
   double mean_pull_ms = 0, mean_push_ms = 0, mean_compute_ms = 0;
   int64_t pushes_dropped = 0;  // Refused as too stale.
@@ -118,11 +119,12 @@ class TrainingWorker {
  public:
   // Binds the model to the cluster: initialises the PS with this model's
   // weights if nobody has (first init wins), or checks that the cluster
-  // holds the same model.
-  static absl::StatusOr<std::unique_ptr<TrainingWorker>> Create(Cluster* cluster, GptModel model,
-                                                                const TokenDataset* data,
-                                                                const TrainingOptions& options,
-                                                                WorkSource work = {});
+  // holds the same model (INVALID_ARGUMENT, naming the first tensor that
+  // differs, if not). For classification data, options.seq_len must be the
+  // data's.
+  static absl::StatusOr<std::unique_ptr<TrainingWorker>> Create(
+      Cluster* cluster, std::unique_ptr<TrainableModel> model, const TrainingData* data,
+      const TrainingOptions& options, WorkSource work = {});
 
   // Trains until max_steps, max_time or `stop`. Progress lines go to `log`.
   absl::StatusOr<TrainingSummary> Run(const std::atomic<bool>& stop,
@@ -139,8 +141,9 @@ class TrainingWorker {
     uint64_t lessee = 0;
   };
 
-  TrainingWorker(Cluster* cluster, GptModel model, ParameterBinding binding,
-                 const TokenDataset* data, const TrainingOptions& options, WorkSource work);
+  TrainingWorker(Cluster* cluster, std::unique_ptr<TrainableModel> model,
+                 ParameterBinding binding, const TrainingData* data,
+                 const TrainingOptions& options, WorkSource work);
 
   // Forward/backward/clip on rows [row_begin, row_end) of this unit's
   // batch; returns the loss.
@@ -169,9 +172,10 @@ class TrainingWorker {
 
   Cluster* const cluster_;
   const WorkSource work_;
-  GptModel model_;
+  std::unique_ptr<TrainableModel> model_;
   ParameterBinding binding_;
-  const TokenDataset* const data_;
+  std::vector<torch::Tensor> parameters_;  // The trained ones, for clipping.
+  const TrainingData* const data_;
   const TrainingOptions options_;
   const v1::DType wire_dtype_;
   const bool sync_;  // The coordinator runs --consistency=sync.

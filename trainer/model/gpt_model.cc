@@ -253,15 +253,6 @@ absl::StatusOr<GptModel> CreateUninitializedGptModel(const GptConfig& config) {
   return CatchTorchErrors([&] { return GptModel(config, std::nullopt); });
 }
 
-torch::Tensor NextTokenCrossEntropy(const torch::Tensor& logits, const torch::Tensor& targets) {
-  TORCH_CHECK_VALUE(logits.dim() == 3 && targets.dim() == 2 && logits.size(0) == targets.size(0) &&
-                        logits.size(1) == targets.size(1),
-                    "logits ", logits.sizes(), " do not match targets ", targets.sizes());
-  const int64_t vocab = logits.size(2);
-  return torch::cross_entropy_loss(logits.reshape({-1, vocab}).to(torch::kFloat),
-                                   targets.reshape({-1}));
-}
-
 absl::StatusOr<torch::Tensor> ComputeLoss(GptModel& model, const torch::Tensor& inputs,
                                           const torch::Tensor& targets, ComputeDType dtype) {
   ComputePrecisionScope precision(dtype);

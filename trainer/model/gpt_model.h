@@ -23,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "trainer/model/gpt_config.h"
+#include "trainer/model/trainable_model.h"
 #include "trainer/runtime/compute_precision.h"
 
 namespace spotps {
@@ -70,10 +71,6 @@ absl::StatusOr<GptModel> CreateGptModel(const GptConfig& config, uint64_t seed);
 // be overwritten: a worker that joins a running job pulls its weights
 // from the shards, so drawing random ones (0.2 s for `small`) is waste.
 absl::StatusOr<GptModel> CreateUninitializedGptModel(const GptConfig& config);
-
-// Mean cross-entropy of `logits` [B, T, V] against next-token `targets`
-// [B, T] (int64), computed in FP32 whatever the autocast state.
-torch::Tensor NextTokenCrossEntropy(const torch::Tensor& logits, const torch::Tensor& targets);
 
 // Forward pass plus NextTokenCrossEntropy() at `dtype`, ready for
 // backward(). Bad shapes or token ids come back as InvalidArgument.

@@ -7,16 +7,28 @@
 
 namespace spotps {
 
+absl::StatusOr<ParameterBinding> ParameterBinding::Create(TrainableModel& model) {
+  return FromNamed(model.Parameters());
+}
+
 absl::StatusOr<ParameterBinding> ParameterBinding::Create(torch::nn::Module& module) {
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+    named.emplace_back(item.key(), item.value());
+  }
+  return FromNamed(named);
+}
+
+absl::StatusOr<ParameterBinding> ParameterBinding::FromNamed(
+    const std::vector<std::pair<std::string, torch::Tensor>>& named) {
   std::vector<std::pair<std::string, std::vector<int64_t>>> specs;
   std::vector<torch::Tensor> params;
-  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
-    const torch::Tensor& p = item.value();
+  for (const auto& [name, p] : named) {
     if (p.scalar_type() != torch::kFloat32 || !p.is_contiguous()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("parameter '", item.key(), "' is not a contiguous FP32 tensor"));
+          absl::StrCat("parameter '", name, "' is not a contiguous FP32 tensor"));
     }
-    specs.push_back({item.key(), p.sizes().vec()});
+    specs.push_back({name, p.sizes().vec()});
     params.push_back(p);
   }
   absl::StatusOr<ModelLayout> layout = ModelLayout::Create(std::move(specs));
@@ -30,15 +42,15 @@ absl::Status ParameterBinding::CheckSameModel(const ModelLayout& cluster) const 
   const auto& theirs = cluster.tensors();
   for (size_t i = 0; i < std::min(ours.size(), theirs.size()); ++i) {
     if (ours[i].name != theirs[i].name || ours[i].shape != theirs[i].shape) {
-      return absl::FailedPreconditionError(absl::StrCat(
+      return absl::InvalidArgumentError(absl::StrCat(
           "the cluster trains a different model: its tensor ", i, " is '", theirs[i].name, "' [",
           absl::StrJoin(theirs[i].shape, ","), "], this trainer's is '", ours[i].name, "' [",
-          absl::StrJoin(ours[i].shape, ","), "]; start the trainer with the same --model flags"));
+          absl::StrJoin(ours[i].shape, ","), "]; start the trainer with the job's --model"));
     }
   }
-  return absl::FailedPreconditionError(absl::StrCat(
+  return absl::InvalidArgumentError(absl::StrCat(
       "the cluster trains a different model (", cluster.Summary(), ") than this trainer (",
-      layout_.Summary(), "); start the trainer with the same --model flags"));
+      layout_.Summary(), "); start the trainer with the job's --model"));
 }
 
 void ParameterBinding::LoadWeights(absl::Span<const float> flat) {

@@ -10,21 +10,24 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/model_layout.h"
+#include "trainer/model/trainable_model.h"
 
 namespace spotps {
 
-// Owns the layout derived from a module's named_parameters() (one PS tensor
-// per parameter, in the module's order) and references to the parameters.
+// Owns the layout derived from a model's trained parameters (one PS tensor
+// per parameter, in the model's order) and references to the parameters.
 // Promises: Load and Gather move whole flat buffers in one pass and never
-// resize a parameter; the module must outlive the binding.
+// resize a parameter; the model must outlive the binding.
 class ParameterBinding {
  public:
+  static absl::StatusOr<ParameterBinding> Create(TrainableModel& model);
   static absl::StatusOr<ParameterBinding> Create(torch::nn::Module& module);
 
   const ModelLayout& layout() const { return layout_; }
 
-  // FAILED_PRECONDITION, naming the first difference, if the cluster holds a
-  // different model than this one (another preset or dimension flag).
+  // INVALID_ARGUMENT, naming the first difference, if the cluster holds a
+  // different model than this one (another preset, dimension flag or file):
+  // this trainer was started with the wrong --model.
   absl::Status CheckSameModel(const ModelLayout& cluster_layout) const;
 
   // Copies flat FP32 weights into the parameters.
@@ -38,6 +41,8 @@ class ParameterBinding {
  private:
   ParameterBinding(ModelLayout layout, std::vector<torch::Tensor> params)
       : layout_(std::move(layout)), params_(std::move(params)) {}
+  static absl::StatusOr<ParameterBinding> FromNamed(
+      const std::vector<std::pair<std::string, torch::Tensor>>& named);
 
   ModelLayout layout_;
   std::vector<torch::Tensor> params_;  // Same order as layout_.tensors().

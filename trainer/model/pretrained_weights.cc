@@ -21,7 +21,7 @@ absl::Status LoadPretrainedWeights(GptModel& model, const std::string& path) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<std::vector<float>>> LogitsFor(GptModel& model,
+absl::StatusOr<std::vector<std::vector<float>>> LogitsFor(TrainableModel& model,
                                                           const std::vector<int64_t>& tokens,
                                                           ComputeDType dtype) {
   return CatchTorchErrors([&] {
@@ -29,7 +29,9 @@ absl::StatusOr<std::vector<std::vector<float>>> LogitsFor(GptModel& model,
     ComputePrecisionScope precision(dtype);
     const torch::Tensor input =
         torch::tensor(tokens, torch::kLong).view({1, static_cast<int64_t>(tokens.size())});
-    const torch::Tensor logits = model->forward(input).to(torch::kFloat).contiguous()[0];
+    TrainingBatch batch;
+    batch.input_ids = input;
+    const torch::Tensor logits = model.Forward(batch).to(torch::kFloat).contiguous()[0];
     std::vector<std::vector<float>> out(tokens.size());
     for (size_t t = 0; t < tokens.size(); ++t) {
       const float* row = logits[int64_t(t)].data_ptr<float>();

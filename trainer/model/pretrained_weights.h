@@ -1,7 +1,6 @@
-// Pretrained weights for a GptModel: loading a safetensors checkpoint with
-// Hugging Face GPT-2 names (client/hf_gpt2_names.h) into the model before it
-// offers its weights to the cluster, and reading logits for a check against
-// another implementation.
+// Pretrained weights: loading a safetensors checkpoint into a model before it
+// offers its weights to the cluster (--init_from), and reading logits for a
+// check against another implementation.
 #ifndef SPOTPS_TRAINER_MODEL_PRETRAINED_WEIGHTS_H_
 #define SPOTPS_TRAINER_MODEL_PRETRAINED_WEIGHTS_H_
 
@@ -24,7 +23,7 @@ absl::Status LoadPretrainedWeights(GptModel& model, const std::string& path);
 
 // The model's FP32 logits for one sequence, [tokens.size()][vocab], computed
 // in `dtype` without autograd.
-absl::StatusOr<std::vector<std::vector<float>>> LogitsFor(GptModel& model,
+absl::StatusOr<std::vector<std::vector<float>>> LogitsFor(TrainableModel& model,
                                                           const std::vector<int64_t>& tokens,
                                                           ComputeDType dtype);
 

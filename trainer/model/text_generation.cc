@@ -12,15 +12,20 @@
 namespace spotps {
 namespace {
 
-absl::Status ValidateRequest(const GptConfig& config, absl::Span<const int64_t> prompt,
+absl::Status ValidateRequest(TrainableModel& model, absl::Span<const int64_t> prompt,
                              const GenerationOptions& options) {
+  if (model.task() != Task::kLanguageModel) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(model.name(), " is a classifier (task classify): it does not generate text"));
+  }
   if (prompt.empty()) {
     return absl::InvalidArgumentError("Generate needs a non-empty prompt");
   }
+  const int64_t vocab = model.limits().vocab_size;
   for (int64_t token : prompt) {
-    if (token < 0 || token >= config.vocab_size) {
+    if (token < 0 || (vocab > 0 && token >= vocab)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "prompt token ", token, " is outside the vocabulary [0, ", config.vocab_size, ")"));
+          "prompt token ", token, " is outside the vocabulary [0, ", vocab, ")"));
     }
   }
   if (options.max_new_tokens < 0 || options.top_k < 0) {
@@ -43,35 +48,38 @@ int64_t PickToken(torch::Tensor logits, const GenerationOptions& options,
       .item<int64_t>();
 }
 
-// Puts a module in eval mode for the object's lifetime.
+// Puts a model in eval mode for the object's lifetime.
 class EvalModeScope {
  public:
-  explicit EvalModeScope(torch::nn::Module& module)
-      : module_(module), was_training_(module.is_training()) {
-    module_.eval();
+  explicit EvalModeScope(TrainableModel& model) : model_(model), was_training_(model.training()) {
+    model_.SetTraining(false);
   }
-  ~EvalModeScope() { module_.train(was_training_); }
+  ~EvalModeScope() { model_.SetTraining(was_training_); }
 
  private:
-  torch::nn::Module& module_;
+  TrainableModel& model_;
   bool was_training_;
 };
 
-std::vector<int64_t> SampleContinuation(GptModel& model, absl::Span<const int64_t> prompt,
+std::vector<int64_t> SampleContinuation(TrainableModel& model, absl::Span<const int64_t> prompt,
                                         const GenerationOptions& options) {
   torch::NoGradGuard no_grad;
-  EvalModeScope eval_mode(*model);
+  EvalModeScope eval_mode(model);
   ComputePrecisionScope precision(options.dtype);
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(options.seed);
 
   std::vector<int64_t> sequence(prompt.begin(), prompt.end());
-  const int64_t context = model->config().context_len;
+  // A model that states no context length gets the whole sequence.
+  const int64_t context = model.limits().context_len > 0 ? model.limits().context_len
+                                                         : std::numeric_limits<int64_t>::max();
   for (int64_t step = 0; step < options.max_new_tokens; ++step) {
     const int64_t length = std::min<int64_t>(context, static_cast<int64_t>(sequence.size()));
     const torch::Tensor window =
         torch::tensor(std::vector<int64_t>(sequence.end() - length, sequence.end()))
             .view({1, length});
-    torch::Tensor last_logits = model->forward(window)[0][length - 1];
+    TrainingBatch batch;
+    batch.input_ids = window;
+    torch::Tensor last_logits = model.Forward(batch)[0][length - 1].to(torch::kFloat);
     sequence.push_back(PickToken(last_logits, options, generator));
   }
   return std::vector<int64_t>(sequence.begin() + prompt.size(), sequence.end());
@@ -79,9 +87,10 @@ std::vector<int64_t> SampleContinuation(GptModel& model, absl::Span<const int64_
 
 }  // namespace
 
-absl::StatusOr<std::vector<int64_t>> Generate(GptModel& model, absl::Span<const int64_t> prompt,
+absl::StatusOr<std::vector<int64_t>> Generate(TrainableModel& model,
+                                              absl::Span<const int64_t> prompt,
                                               const GenerationOptions& options) {
-  if (absl::Status status = ValidateRequest(model->config(), prompt, options); !status.ok()) {
+  if (absl::Status status = ValidateRequest(model, prompt, options); !status.ok()) {
     return status;
   }
   return CatchTorchErrors([&] { return SampleContinuation(model, prompt, options); });

@@ -1,5 +1,5 @@
-// Autoregressive sampling from a GptModel, used to show what a set of
-// trained weights has learned.
+// Autoregressive sampling from a language model (task lm), used to show
+// what a set of trained weights has learned.
 
 #ifndef SPOTPS_TRAINER_MODEL_TEXT_GENERATION_H_
 #define SPOTPS_TRAINER_MODEL_TEXT_GENERATION_H_
@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "trainer/model/gpt_model.h"
+#include "trainer/model/trainable_model.h"
 #include "trainer/runtime/compute_precision.h"
 
 namespace spotps {
@@ -25,9 +25,11 @@ struct GenerationOptions {
 
 // Extends `prompt` (non-empty, ids < vocab_size) by up to max_new_tokens
 // tokens and returns only the new ones. Each step conditions on the last
-// context_len tokens. The model runs in eval mode without autograd and is
-// returned to its previous training mode afterwards.
-absl::StatusOr<std::vector<int64_t>> Generate(GptModel& model, absl::Span<const int64_t> prompt,
+// context_len tokens (all of them if the model states no context length).
+// The model runs in eval mode without autograd and is returned to its
+// previous training mode afterwards. InvalidArgument for a classifier.
+absl::StatusOr<std::vector<int64_t>> Generate(TrainableModel& model,
+                                              absl::Span<const int64_t> prompt,
                                               const GenerationOptions& options);
 
 }  // namespace spotps

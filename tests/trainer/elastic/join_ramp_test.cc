@@ -14,6 +14,7 @@
 #include "tests/support/log_fields.h"
 #include "trainer/elastic/join_timeline.h"
 #include "trainer/elastic/training_worker.h"
+#include "trainer/model/builtin_model.h"
 #include "trainer/model/gpt_config.h"
 
 namespace spotps {
@@ -139,7 +140,7 @@ TEST_F(JoinRampTest, JoinerSkipsDrawingWeightsAndKeepsTheShardsModel) {
 
 TEST_F(JoinRampTest, UninitialisedModelNeverInitialisesTheShards) {
   StartShard({});
-  auto data = TokenDataset::Open(tokens_);
+  auto data = OpenTrainingData(tokens_, TokenFileFormat::kSpotps);
   ASSERT_TRUE(data.ok());
   auto config = GptConfigFromPreset("tiny");
   ASSERT_TRUE(config.ok());
@@ -149,15 +150,15 @@ TEST_F(JoinRampTest, UninitialisedModelNeverInitialisesTheShards) {
   options.batch_size = kBatch;
   options.seq_len = kSeqLen;
   options.unavailable_timeout = absl::Seconds(1);
-  auto zeros = CreateUninitializedGptModel(*config);
+  auto zeros = BuiltinGptModel::Create(*config, std::nullopt, "tiny");
   ASSERT_TRUE(zeros.ok());
-  EXPECT_FALSE((*zeros)->initialized());
-  auto worker = TrainingWorker::Create(cluster->get(), *zeros, &*data, options);
+  EXPECT_FALSE((*zeros)->has_initial_values());
+  auto worker = TrainingWorker::Create(cluster->get(), *std::move(zeros), data->get(), options);
   EXPECT_FALSE(worker.ok()) << "waited for another worker's weights, none came";
   EXPECT_FALSE((*cluster)->FetchLayout().ok()) << "the shard must still be empty";
-  auto seeded = CreateGptModel(*config, 1);
+  auto seeded = BuiltinGptModel::Create(*config, 1, "tiny");
   ASSERT_TRUE(seeded.ok());
-  EXPECT_TRUE(TrainingWorker::Create(cluster->get(), *seeded, &*data, options).ok());
+  EXPECT_TRUE(TrainingWorker::Create(cluster->get(), *std::move(seeded), data->get(), options).ok());
 }
 
 TEST(JoinTimelineTest, PhasesAddUpFromTheProcessStart) {

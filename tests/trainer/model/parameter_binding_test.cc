@@ -72,7 +72,7 @@ TEST(ParameterBindingTest, ADifferentModelIsRefusedWithAClearMessage) {
   auto a = ParameterBinding::Create(*tiny);
   auto b = ParameterBinding::Create(*other);
   absl::Status s = a->CheckSameModel(b->layout());
-  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("--model"), absl::string_view::npos) << s;
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "trainer/model/builtin_model.h"
 #include "client/hf_gpt2_names.h"
 #include "client/safetensors_file.h"
 #include "trainer/model/gpt_config.h"
@@ -82,7 +83,8 @@ TEST_F(PretrainedWeightsFile, LoadsIntoTheModelBitExactAndChangesItsLogits) {
   const std::vector<float> before = (*ParameterBinding::Create(*model)).FlattenWeights();
   ASSERT_NE(before, source_flat_);
   const std::vector<int64_t> tokens = {1, 2, 3, 250};
-  auto logits_before = LogitsFor(model, tokens, ComputeDType::kFP32);
+  BuiltinGptModel wrapped(model, "tiny");
+  auto logits_before = LogitsFor(wrapped, tokens, ComputeDType::kFP32);
   ASSERT_TRUE(logits_before.ok());
   ASSERT_TRUE(LoadPretrainedWeights(model, path_).ok());
   const std::vector<float> after = (*ParameterBinding::Create(*model)).FlattenWeights();
@@ -90,8 +92,9 @@ TEST_F(PretrainedWeightsFile, LoadsIntoTheModelBitExactAndChangesItsLogits) {
   EXPECT_EQ(std::memcmp(after.data(), source_flat_.data(), after.size() * 4), 0);
 
   GptModel source = *CreateGptModel(*GptConfigFromPreset("tiny"), 99);
-  auto logits = LogitsFor(model, tokens, ComputeDType::kFP32);
-  auto logits_source = LogitsFor(source, tokens, ComputeDType::kFP32);
+  BuiltinGptModel wrapped_source(source, "tiny");
+  auto logits = LogitsFor(wrapped, tokens, ComputeDType::kFP32);
+  auto logits_source = LogitsFor(wrapped_source, tokens, ComputeDType::kFP32);
   ASSERT_TRUE(logits.ok() && logits_source.ok());
   ASSERT_EQ(logits->size(), tokens.size());
   ASSERT_EQ((*logits)[0].size(), 256u);

@@ -4,12 +4,14 @@
 
 #include <vector>
 
+#include "trainer/model/builtin_model.h"
+
 namespace spotps {
 namespace {
 
-GptModel TinyModel() { return GptModel(*GptConfigFromPreset("tiny"), 5); }
+BuiltinGptModel TinyModel() { return BuiltinGptModel(GptModel(*GptConfigFromPreset("tiny"), 5), "tiny"); }
 
-std::vector<int64_t> GenerateOrDie(GptModel& model, const std::vector<int64_t>& prompt,
+std::vector<int64_t> GenerateOrDie(TrainableModel& model, const std::vector<int64_t>& prompt,
                                    const GenerationOptions& options) {
   absl::StatusOr<std::vector<int64_t>> tokens = Generate(model, prompt, options);
   EXPECT_TRUE(tokens.ok()) << tokens.status();
@@ -17,7 +19,7 @@ std::vector<int64_t> GenerateOrDie(GptModel& model, const std::vector<int64_t>& 
 }
 
 TEST(TextGenerationTest, SameSeedSamplesSameTokens) {
-  GptModel model = TinyModel();
+  BuiltinGptModel model = TinyModel();
   GenerationOptions options;
   options.max_new_tokens = 40;
   options.seed = 9;
@@ -36,7 +38,7 @@ TEST(TextGenerationTest, SameSeedSamplesSameTokens) {
 }
 
 TEST(TextGenerationTest, GreedyIgnoresSeedAndTopKLimitsChoices) {
-  GptModel model = TinyModel();
+  BuiltinGptModel model = TinyModel();
   GenerationOptions greedy;
   greedy.max_new_tokens = 10;
   greedy.temperature = 0.0;
@@ -55,7 +57,7 @@ TEST(TextGenerationTest, GreedyIgnoresSeedAndTopKLimitsChoices) {
 }
 
 TEST(TextGenerationTest, PromptLongerThanContextIsWindowed) {
-  GptModel model = TinyModel();
+  BuiltinGptModel model = TinyModel();
   GenerationOptions options;
   options.max_new_tokens = 3;
   options.dtype = ComputeDType::kBF16;
@@ -64,12 +66,12 @@ TEST(TextGenerationTest, PromptLongerThanContextIsWindowed) {
 }
 
 TEST(TextGenerationTest, RestoresTrainingModeAndRejectsBadPrompts) {
-  GptModel model = TinyModel();
-  model->train();
+  BuiltinGptModel model = TinyModel();
+  model.SetTraining(true);
   GenerationOptions options;
   options.max_new_tokens = 2;
   GenerateOrDie(model, {1, 2}, options);
-  EXPECT_TRUE(model->is_training());
+  EXPECT_TRUE(model.training());
 
   EXPECT_EQ(Generate(model, {}, options).status().code(), absl::StatusCode::kInvalidArgument);
   const std::vector<int64_t> out_of_vocab = {256};
