@@ -24,21 +24,79 @@ std::string GeneratedText(size_t sentences) {
   return text;
 }
 
+namespace {
+
+// Runs argv to its end; InternalError naming the log unless it exits 0.
+absl::Status RunToSuccess(const std::vector<std::string>& argv, const std::string& log) {
+  auto child = ChildProcess::Start(argv, log);
+  if (!child.ok()) return child.status();
+  absl::StatusOr<int> code = (*child)->Wait(absl::Seconds(300));
+  if (!code.ok()) return code.status();
+  if (*code != 0) {
+    return absl::InternalError(absl::StrCat(argv[0], " exited ", *code, ": ",
+                                            ReadFile(log).value_or("(no log)")));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> MakeTokenFile(const std::string& dir, size_t sentences) {
   const std::string text_path = dir + "/corpus.txt";
   const std::string tokens_path = dir + "/corpus.tokens";
   if (absl::Status s = WriteFileAtomically(text_path, GeneratedText(sentences)); !s.ok()) return s;
-  auto tokenize = ChildProcess::Start(
-      {BinaryPath("spotps-tokenize"), "--input=" + text_path, "--output=" + tokens_path},
-      dir + "/tokenize.log");
-  if (!tokenize.ok()) return tokenize.status();
-  absl::StatusOr<int> code = (*tokenize)->Wait(absl::Seconds(120));
-  if (!code.ok()) return code.status();
-  if (*code != 0) {
-    return absl::InternalError(
-        absl::StrCat("spotps-tokenize exited ", *code, "; see ", dir, "/tokenize.log"));
+  if (absl::Status s = RunToSuccess(
+          {BinaryPath("spotps-tokenize"), "--input=" + text_path, "--output=" + tokens_path},
+          dir + "/tokenize.log");
+      !s.ok()) {
+    return s;
   }
   return tokens_path;
+}
+
+std::string GeneratedLabeledRows(size_t rows) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> labels = {
+      {"animal", {"the cat", "a dog", "a bird", "the horse"}},
+      {"person", {"the old man", "my sister", "a farmer", "the child"}},
+      {"royal", {"the king", "the queen", "a prince", "the duchess"}}};
+  const std::vector<std::string> verbs = {"sees", "likes", "follows", "finds", "calls"};
+  const std::vector<std::string> objects = {"the river", "a red apple", "the small house",
+                                            "the moon", "a green field"};
+  std::mt19937 rng(11);
+  std::string tsv;
+  for (size_t i = 0; i < rows; ++i) {
+    const auto& [label, subjects] = labels[rng() % labels.size()];
+    absl::StrAppend(&tsv, objects[rng() % objects.size()], " ", verbs[rng() % verbs.size()], " ",
+                    subjects[rng() % subjects.size()], "\t", label, "\n");
+  }
+  return tsv;
+}
+
+absl::StatusOr<std::string> MakeLabeledFile(const std::string& dir, size_t rows, int seq_len) {
+  const std::string tsv = dir + "/labeled.tsv";
+  const std::string out = dir + "/labeled.examples";
+  if (absl::Status s = WriteFileAtomically(tsv, GeneratedLabeledRows(rows)); !s.ok()) return s;
+  if (absl::Status s = RunToSuccess({BinaryPath("spotps-tokenize"), "--labeled", "--input=" + tsv,
+                                     "--output=" + out, absl::StrCat("--seq_len=", seq_len),
+                                     "--val_fraction=0.2"},
+                                    dir + "/tokenize-labeled.log");
+      !s.ok()) {
+    return s;
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> ExportModel(const std::string& dir, const std::string& name,
+                                        const std::vector<std::string>& flags) {
+  const std::string path = absl::StrCat(dir, "/", name, ".pt");
+  std::vector<std::string> argv = {"/usr/bin/python3",
+                                   SPOTPS_SOURCE_DIR "/tools/models/export_model.py",
+                                   "--out=" + path};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  if (absl::Status s = RunToSuccess(argv, absl::StrCat(dir, "/export-", name, ".log")); !s.ok()) {
+    return s;
+  }
+  return path;
 }
 
 }  // namespace spotps::testing

@@ -55,7 +55,7 @@ absl::Status TrainingJob::ReserveShards(bool durable) {
 absl::Status TrainingJob::StartTrainer() {
   const int index = static_cast<int>(trainers_.size());
   std::vector<std::string> argv = {
-      BinaryPath("spotps-trainer"), "--ps=" + shards_->addresses(), "--model=tiny",
+      BinaryPath("spotps-trainer"), "--ps=" + shards_->addresses(), "--model=" + options_.model,
       "--data=" + tokens_, absl::StrCat("--batch=", options_.batch),
       absl::StrCat("--seq_len=", options_.seq_len), "--threads=1",
       absl::StrCat("--worker_index=", index), "--log_every=20", "--eval_batches=0"};
@@ -85,9 +85,10 @@ absl::StatusOr<v1::ProgressResponse> TrainingJob::WaitDone(absl::Duration timeou
 }
 
 absl::StatusOr<double> TrainingJob::ValLoss() {
-  const std::string log = dir_ + "/generate.log";
+  static int run = 0;  // A log per call: the child appends to it.
+  const std::string log = absl::StrCat(dir_, "/generate", run++, ".log");
   auto gen = ChildProcess::Start(
-      {BinaryPath("spotps-generate"), "--ps=" + shards_->addresses(), "--model=tiny",
+      {BinaryPath("spotps-generate"), "--ps=" + shards_->addresses(), "--model=" + options_.model,
        "--data=" + tokens_, absl::StrCat("--batch=", options_.batch),
        absl::StrCat("--seq_len=", options_.seq_len), "--eval_batches=24", "--tokens=1",
        "--threads=1"},

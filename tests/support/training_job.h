@@ -19,7 +19,9 @@ struct JobOptions {
   int epochs = 2;
   int units_per_epoch = 200;
   std::string consistency = "async";
-  // Each trainer step: batch x seq_len tokens of the tiny model.
+  // Each trainer step: batch x seq_len tokens of `model` (a preset or a
+  // TorchScript file).
+  std::string model = "tiny";
   int batch = 8;
   int seq_len = 64;
   // Passed to every trainer after the others (e.g. --rpc_deadline_s=3).

@@ -4,14 +4,12 @@
 // --ps_timeout_s; and every mistake in the local inputs is reported at
 // once, exit 2, before any connection is made.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
 #include "tests/support/child_process.h"
+#include "tests/support/counting_listener.h"
 #include "tests/support/generated_corpus.h"
 #include "tests/support/log_fields.h"
 #include "tests/support/training_job.h"
@@ -96,39 +94,8 @@ TEST_F(StartOrderTest, AClusterThatNeverComesIsARuntimeErrorAfterTheTimeout) {
   EXPECT_TRUE(absl::StrContains(output, "nothing listens there")) << output;
 }
 
-// A listening socket that counts the connections made to it.
-class CountingListener {
- public:
-  CountingListener() {
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(a);
-    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&a), len), 0);
-    EXPECT_EQ(listen(fd_, 16), 0);
-    EXPECT_EQ(getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len), 0);
-    port_ = ntohs(a.sin_port);
-  }
-  ~CountingListener() { close(fd_); }
-  int port() const { return port_; }
-  int Accepted() {
-    int n = 0;
-    while (true) {
-      const int c = accept(fd_, nullptr, nullptr);
-      if (c < 0) return n;
-      close(c);
-      ++n;
-    }
-  }
-
- private:
-  int fd_ = -1;
-  int port_ = 0;
-};
-
 TEST_F(StartOrderTest, EveryLocalMistakeIsReportedAtOnceBeforeAnyConnection) {
-  CountingListener shard;
+  testing::CountingListener shard;
   std::string output;
   const int code =
       RunTrainer({absl::StrCat("--ps=127.0.0.1:", shard.port()), "--model=nonexistent",
