@@ -52,7 +52,11 @@ ABSL_FLAG(double, timeout_s, 600, "wait-done: give up (exit 1) after this long."
 ABSL_FLAG(double, print_every_s, 5, "wait-done: seconds between progress lines.");
 ABSL_FLAG(std::string, out, "", "export: the safetensors file to write (atomically).");
 ABSL_FLAG(std::string, dtype, "fp32", "export: fp32 or bf16 (round to nearest even).");
-ABSL_FLAG(std::string, in, "", "import: the safetensors file (Hugging Face GPT-2 names).");
+ABSL_FLAG(std::string, in, "",
+          "import: the safetensors file (Hugging Face GPT-2 names, or the model's own).");
+ABSL_FLAG(std::string, names, "auto",
+          "export: tensor names: hf (Hugging Face GPT-2), module (the model's own), or auto "
+          "(hf for spotps's GPT, module for others).");
 ABSL_FLAG(double, rpc_timeout_s, 10, "Deadline of each RPC attempt (failed attempts are retried).");
 
 namespace spotps {
@@ -63,7 +67,7 @@ constexpr absl::string_view kFlagNames[] = {
     "ps",        "json",          "sample_s",      "tokens_per_push",
     "timeout_s", "print_every_s", "rpc_timeout_s", "tls_ca",
     "tls_cert",  "tls_key",       "token_file",    "out",
-    "dtype",     "in"};
+    "dtype",     "names",         "in"};
 
 RetryPolicy CtlRetryPolicy() {
   RetryPolicy policy;
@@ -192,8 +196,10 @@ int ExportCommand(Cluster& cluster) {
   const std::string dtype = absl::GetFlag(FLAGS_dtype);
   if (path.empty()) return BadUsage("export needs --out=FILE");
   if (dtype != "fp32" && dtype != "bf16") return BadUsage("--dtype must be fp32 or bf16");
+  absl::StatusOr<TensorNaming> naming = ParseTensorNaming(absl::GetFlag(FLAGS_names));
+  if (!naming.ok()) return BadUsage(naming.status().message());
   absl::StatusOr<TransferSummary> r = ExportSafetensors(
-      cluster, path, dtype == "bf16" ? SafetensorsDType::kBF16 : SafetensorsDType::kF32);
+      cluster, path, dtype == "bf16" ? SafetensorsDType::kBF16 : SafetensorsDType::kF32, *naming);
   if (!r.ok()) return RuntimeError(r.status());
   std::printf("export: %s step=%llu dtype=%s -> %s\n", r->layout.c_str(),
               static_cast<unsigned long long>(r->global_step), dtype.c_str(), path.c_str());

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "client/hf_gpt2_names.h"
 
 namespace spotps {
@@ -19,10 +20,71 @@ std::string LayoutText(const ModelLayout& layout) {
   });
 }
 
+// The tensors of the flat space under the layout's own names.
+absl::StatusOr<std::vector<SafetensorsTensor>> ModuleTensors(const ModelLayout& layout,
+                                                             absl::Span<const float> flat) {
+  std::vector<SafetensorsTensor> tensors;
+  for (const TensorSlot& slot : layout.tensors()) {
+    SafetensorsTensor t;
+    t.name = slot.name;
+    t.shape = slot.shape;
+    t.values.assign(flat.begin() + slot.flat_offset,
+                    flat.begin() + slot.flat_offset + slot.num_elements);
+    tensors.push_back(std::move(t));
+  }
+  return tensors;
+}
+
+// A file's tensors as a layout: in the order its spotps.layout metadata
+// lists them, if it has that, else in the file's own order.
+absl::StatusOr<ModelLayout> ModuleLayout(const SafetensorsContents& file) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> specs;
+  auto listed = file.metadata.find("spotps.layout");
+  if (listed != file.metadata.end()) {
+    for (absl::string_view entry : absl::StrSplit(listed->second, ';', absl::SkipEmpty())) {
+      const std::string name(entry.substr(0, entry.find('[')));
+      const SafetensorsTensor* t = file.Find(name);
+      if (t == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "the file's spotps.layout lists ", name, ", which the file does not hold"));
+      }
+      specs.push_back({t->name, t->shape});
+    }
+  } else {
+    for (const SafetensorsTensor& t : file.tensors) specs.push_back({t.name, t.shape});
+  }
+  if (specs.size() != file.tensors.size()) {
+    return absl::InvalidArgumentError("the file's spotps.layout does not list every tensor");
+  }
+  return ModelLayout::Create(std::move(specs));
+}
+
+absl::StatusOr<std::vector<float>> ModuleWeights(const ModelLayout& layout,
+                                                 const SafetensorsContents& file) {
+  std::vector<float> flat(layout.total_elements());
+  for (const TensorSlot& slot : layout.tensors()) {
+    const SafetensorsTensor* t = file.Find(slot.name);
+    if (t == nullptr || t->shape != slot.shape) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor ", slot.name, " is missing or of "
+                                                     "another shape"));
+    }
+    std::copy(t->values.begin(), t->values.end(), flat.begin() + slot.flat_offset);
+  }
+  return flat;
+}
+
 }  // namespace
 
+absl::StatusOr<TensorNaming> ParseTensorNaming(absl::string_view name) {
+  if (name == "auto") return TensorNaming::kAuto;
+  if (name == "hf") return TensorNaming::kHuggingFaceGpt2;
+  if (name == "module") return TensorNaming::kModule;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--names=", name, ": want auto, hf (Hugging Face GPT-2) or module"));
+}
+
 absl::StatusOr<TransferSummary> ExportSafetensors(Cluster& cluster, const std::string& path,
-                                                  SafetensorsDType dtype) {
+                                                  SafetensorsDType dtype, TensorNaming naming) {
   if (absl::Status s = cluster.FetchLayout(); !s.ok()) return s;
   const ModelLayout& layout = cluster.layout();
   WeightSnapshot weights;
@@ -31,12 +93,20 @@ absl::StatusOr<TransferSummary> ExportSafetensors(Cluster& cluster, const std::s
   if (!stats.ok()) return stats.status();
 
   SafetensorsContents file;
-  absl::StatusOr<std::vector<SafetensorsTensor>> tensors = ToHfGpt2Tensors(layout, weights.values);
+  absl::StatusOr<std::vector<SafetensorsTensor>> tensors =
+      naming == TensorNaming::kModule ? ModuleTensors(layout, weights.values)
+                                      : ToHfGpt2Tensors(layout, weights.values);
+  if (!tensors.ok() && naming == TensorNaming::kAuto) {
+    naming = TensorNaming::kModule;  // Not spotps's GPT: its own names.
+    tensors = ModuleTensors(layout, weights.values);
+  }
   if (!tensors.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "the shards hold a model that is not spotps's GPT: ", tensors.status().message()));
+        "the shards hold a model that is not spotps's GPT: ", tensors.status().message(),
+        " (--names=module writes its own names)"));
   }
   file.tensors = *std::move(tensors);
+  file.metadata["spotps.names"] = naming == TensorNaming::kModule ? "module" : "hf";
   TransferSummary summary;
   for (const v1::StatsResponse& s : *stats) {
     summary.global_step = std::max<uint64_t>(summary.global_step, s.global_step());
@@ -57,9 +127,11 @@ absl::StatusOr<TransferSummary> ExportSafetensors(Cluster& cluster, const std::s
 absl::StatusOr<TransferSummary> ImportSafetensors(Cluster& cluster, const std::string& path) {
   absl::StatusOr<SafetensorsContents> file = ReadSafetensorsFile(path);
   if (!file.ok()) return file.status();
-  absl::StatusOr<ModelLayout> layout = GptLayoutFromHfGpt2(*file);
+  const bool hf = GptLayoutFromHfGpt2(*file).ok();
+  absl::StatusOr<ModelLayout> layout = hf ? GptLayoutFromHfGpt2(*file) : ModuleLayout(*file);
   if (!layout.ok()) return layout.status();
-  absl::StatusOr<std::vector<float>> flat = FlatWeightsFromHfGpt2(*layout, *file);
+  absl::StatusOr<std::vector<float>> flat =
+      hf ? FlatWeightsFromHfGpt2(*layout, *file) : ModuleWeights(*layout, *file);
   if (!flat.ok()) return flat.status();
   file->tensors.clear();  // The flat copy is all that is needed now.
   absl::StatusOr<bool> applied = cluster.Init(*layout, *flat);
