@@ -68,6 +68,8 @@ SCRIPTS = (
     "tests/run.sh",
     "trainer/data/prepare_corpus.sh",
     "client/python/examples/finetune.py",
+    "tools/models/export_model.py",
+    "deploy/local/fortunes_to_tsv.py",
 )
 # The entry point runs the binary its first argument names; the container
 # image (spotps:VERSION) runs the entry point.
