@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/safetensors_file.h"
+#include "trainer/model/script_kernels.h"
 #include "trainer/runtime/torch_status.h"
 
 namespace spotps {
@@ -144,6 +145,12 @@ absl::StatusOr<std::unique_ptr<TorchScriptModel>> TorchScriptModel::Load(const s
   if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
     return Refuse(path, "no such file");
   }
+  // The legacy executor: the profiling one (1.13's default) specializes a
+  // graph to the shapes it saw and compiles it again for each new batch
+  // shape (the first-batch probe, a join ramp's short first step, the last
+  // validation batch): seconds per shape for a `small` model, and no faster
+  // steps once it settles on CPU.
+  if (getenv("SPOTPS_JIT_PROFILING") == nullptr) torch::jit::getProfilingMode() = false;
   torch::jit::Module module;
   try {
     module = torch::jit::load(path);
@@ -158,6 +165,7 @@ absl::StatusOr<std::unique_ptr<TorchScriptModel>> TorchScriptModel::Load(const s
       TrainedParameters(path, module);
   if (!trained.ok()) return trained.status();
   module.train();
+  UseSpotpsKernels(module);
   return std::unique_ptr<TorchScriptModel>(new TorchScriptModel(
       std::move(module), path, *task, *limits, *std::move(trained)));
 }
