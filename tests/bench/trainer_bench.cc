@@ -13,8 +13,10 @@
 //   (e) a spotps-trainer process joining a running job (the shard holds
 //       the model): process start to its first applied push, the median of
 //       --join_runs, with the trainer's default join ramp.
+//   (f) the same shape exported as TorchScript by tools/models/export_model.py
+//       (--arch=gpt2) in the plain BF16 loop, alternating with (b)-(d).
 // Last line: bf16_speedup=S ps_efficiency=E mfu_ratio=M torch_ratio=T
-// first_push_s=F.
+// first_push_s=F script_ratio=R.
 #include <algorithm>
 #include <cstdio>
 
@@ -33,7 +35,9 @@
 #include "trainer/data/training_data.h"
 #include "trainer/elastic/training_worker.h"
 #include "trainer/model/gpt_config.h"
+#include "tests/support/generated_corpus.h"
 #include "trainer/model/builtin_model.h"
+#include "trainer/model/torchscript_model.h"
 #include "trainer/runtime/compute_runtime.h"
 
 #ifndef SPOTPS_TORCH_BASELINE_SCRIPT
@@ -95,11 +99,12 @@ absl::StatusOr<std::string> MakeTokenFile(const std::string& dir) {
 }
 
 // Plain LibTorch: the model, AdamW and nothing else, in one process.
-absl::StatusOr<double> PlainTokensPerSecond(const GptConfig& config, const TokenDataset& data,
+absl::StatusOr<double> PlainTokensPerSecond(TrainableModel& model, const TrainingData& data,
                                             ComputeDType dtype) {
-  auto model = CreateGptModel(config, 1);
-  if (!model.ok()) return model.status();
-  torch::optim::AdamW opt((*model)->parameters(), torch::optim::AdamWOptions(kLr));
+  std::vector<torch::Tensor> params;
+  for (auto& [name, p] : model.Parameters()) params.push_back(p);
+  torch::optim::AdamW opt(params, torch::optim::AdamWOptions(kLr));
+  model.SetTraining(true);
   const int64_t batch = absl::GetFlag(FLAGS_batch), seq = absl::GetFlag(FLAGS_seq_len);
   const int64_t steps = absl::GetFlag(FLAGS_steps);
   absl::Time start;
@@ -108,13 +113,29 @@ absl::StatusOr<double> PlainTokensPerSecond(const GptConfig& config, const Token
     auto b = data.TrainBatch(1, static_cast<uint64_t>(step + 2), batch, seq);
     if (!b.ok()) return b.status();
     opt.zero_grad();
-    auto loss = ComputeLoss(*model, b->inputs, b->targets, dtype);
+    auto loss = ComputeLoss(model, *b, dtype);
     if (!loss.ok()) return loss.status();
     loss->backward();
-    torch::nn::utils::clip_grad_norm_((*model)->parameters(), 1.0);
+    torch::nn::utils::clip_grad_norm_(params, 1.0);
     opt.step();
   }
   return steps * batch * seq / Seconds(start);
+}
+
+// The built-in preset, freshly drawn.
+absl::StatusOr<double> BuiltinTokensPerSecond(const GptConfig& config, const TrainingData& data,
+                                              ComputeDType dtype) {
+  auto model = BuiltinGptModel::Create(config, 1, absl::GetFlag(FLAGS_model));
+  if (!model.ok()) return model.status();
+  return PlainTokensPerSecond(**model, data, dtype);
+}
+
+// The same shape exported by tools/models/export_model.py --arch=gpt2 and
+// loaded as a user's TorchScript file.
+absl::StatusOr<double> ScriptTokensPerSecond(const std::string& path, const TrainingData& data) {
+  auto model = TorchScriptModel::Load(path);
+  if (!model.ok()) return model.status();
+  return PlainTokensPerSecond(**model, data, ComputeDType::kBF16);
 }
 
 // The real trainer loop against one spotps-ps process on the same host,
@@ -256,6 +277,7 @@ double Bf16MatmulGflops() {
 // The best rate of each side over the rounds so far.
 struct BestRates {
   double bf16 = 0;         // Plain LibTorch BF16 training, tokens/s.
+  double script = 0;       // The same loop on the TorchScript export, tokens/s.
   double matmul = 0;       // BF16 matmul, GFLOP/s.
   double ps = 0;           // spotps trainer + 1 shard, tokens/s.
   double torch_eager = 0;  // PyTorch eager, tokens/s.
@@ -263,9 +285,11 @@ struct BestRates {
 
 // One round of (b)-(d); each side's rate replaces its best if higher.
 absl::Status MeasureRound(const GptConfig& config, const TrainingData& data, int threads,
-                          const std::string& dir, BestRates& best) {
-  auto bf16 = PlainTokensPerSecond(config, *AsTokenDataset(data), ComputeDType::kBF16);
+                          const std::string& script, const std::string& dir, BestRates& best) {
+  auto bf16 = BuiltinTokensPerSecond(config, data, ComputeDType::kBF16);
   if (!bf16.ok()) return bf16.status();
+  auto scripted = ScriptTokensPerSecond(script, data);
+  if (!scripted.ok()) return scripted.status();
   // Right after the run it divides, so both see the same load from other
   // processes on a shared machine.
   const double matmul = Bf16MatmulGflops();
@@ -273,11 +297,12 @@ absl::Status MeasureRound(const GptConfig& config, const TrainingData& data, int
   if (!ps.ok()) return ps.status();
   auto torch_eager = TorchTokensPerSecond(threads, dir);
   if (!torch_eager.ok()) return torch_eager.status();
-  std::printf("  round: plain BF16 %.0f tokens/s, matmul %.1f GFLOP/s, spotps %.0f tokens/s, "
-              "PyTorch %.0f tokens/s\n",
-              *bf16, matmul, *ps, *torch_eager);
+  std::printf("  round: plain BF16 %.0f tokens/s, TorchScript %.0f tokens/s, matmul %.1f GFLOP/s, "
+              "spotps %.0f tokens/s, PyTorch %.0f tokens/s\n",
+              *bf16, *scripted, matmul, *ps, *torch_eager);
   std::fflush(stdout);
   best.bf16 = std::max(best.bf16, *bf16);
+  best.script = std::max(best.script, *scripted);
   best.matmul = std::max(best.matmul, matmul);
   best.ps = std::max(best.ps, *ps);
   best.torch_eager = std::max(best.torch_eager, *torch_eager);
@@ -306,11 +331,18 @@ int Run() {
               static_cast<long long>(absl::GetFlag(FLAGS_batch)), static_cast<long long>(seq));
   std::fflush(stdout);
 
-  auto fp32 = PlainTokensPerSecond(*config, *AsTokenDataset(**data), ComputeDType::kFP32);
+  auto script = testing::ExportModel(
+      dir.path(), "script",
+      {"--arch=gpt2", absl::StrCat("--vocab_size=", config->vocab_size),
+       absl::StrCat("--context_len=", config->context_len),
+       absl::StrCat("--n_layer=", config->n_layer), absl::StrCat("--n_head=", config->n_head),
+       absl::StrCat("--d_model=", config->d_model)});
+  if (!script.ok()) return std::fprintf(stderr, "%s\n", script.status().ToString().c_str()), 1;
+  auto fp32 = BuiltinTokensPerSecond(*config, **data, ComputeDType::kFP32);
   BestRates best;
   absl::Status rounds = fp32.status();
   for (int round = 0; rounds.ok() && round < std::max(1, absl::GetFlag(FLAGS_rounds)); ++round) {
-    rounds = MeasureRound(*config, **data, runtime->threads, dir.path(), best);
+    rounds = MeasureRound(*config, **data, runtime->threads, *script, dir.path(), best);
   }
   if (!rounds.ok()) return std::fprintf(stderr, "%s\n", rounds.ToString().c_str()), 1;
   auto join = JoinSeconds(runtime->threads, *tokens, dir.path());
@@ -321,14 +353,16 @@ int Run() {
   std::printf("\n| run | tokens/s |\n|---|---|\n");
   std::printf("| plain LibTorch, FP32 | %.0f |\n", *fp32);
   std::printf("| plain LibTorch, BF16 | %.0f |\n", best.bf16);
+  std::printf("| plain LibTorch, BF16, the TorchScript export | %.0f |\n", best.script);
   std::printf("| spotps trainer + 1 shard, BF16 | %.0f |\n", best.ps);
   std::printf("| PyTorch eager, BF16 autocast | %.0f |\n", best.torch_eager);
   std::printf("| BF16 matmul 2048^3 | %.1f GFLOP/s |\n", best.matmul);
   std::printf("| achieved (plain BF16 training) | %.1f GFLOP/s |\n\n", achieved);
   std::printf(
-      "bf16_speedup=%.3f ps_efficiency=%.3f mfu_ratio=%.3f torch_ratio=%.3f first_push_s=%.3f\n",
+      "bf16_speedup=%.3f ps_efficiency=%.3f mfu_ratio=%.3f torch_ratio=%.3f first_push_s=%.3f "
+      "script_ratio=%.3f\n",
       best.bf16 / *fp32, best.ps / best.bf16, achieved / best.matmul, best.ps / best.torch_eager,
-      *join);
+      *join, best.script / best.bf16);
   return 0;
 }
 
