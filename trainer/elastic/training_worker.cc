@@ -120,12 +120,21 @@ absl::Status TrainingWorker::PullWithRecovery() {
   const absl::Time start = absl::Now();
   absl::Status s = UnreachableWait(absl::StrCat("the shards at ", cluster_->addresses(), " to pull"),
                                    options_.unavailable_timeout)
-                       .Retry([this] { return cluster_->Pull(wire_dtype_, &weights_); });
+                       .Retry([this] {
+                         return cluster_->Pull(wire_dtype_, &buffers_[PullTarget()]);
+                       });
   if (!s.ok()) return s;
+  pulled_ = PullTarget();
   pull_ms_ += MillisSince(start);
   if (pulls_ == 0) first_pull_s_ = MillisSince(start) / 1000;
   pulls_ += 1;
   return s;
+}
+
+void TrainingWorker::BindNewestWeights() {
+  if (pulled_ < 0 || pulled_ == bound_) return;
+  binding_.BindTo(absl::MakeSpan(buffers_[pulled_].values));
+  bound_ = pulled_;
 }
 
 absl::StatusOr<bool> TrainingWorker::PushWithRecovery(const std::string& push_id) {
@@ -155,7 +164,7 @@ absl::StatusOr<bool> TrainingWorker::PushWithRecovery(const std::string& push_id
   // gradient is useless; drop it and make the next pull a full one.
   if (absl::IsAborted(r.status()) || absl::IsOutOfRange(r.status())) {
     pushes_dropped_ += 1;
-    weights_.versions.clear();
+    for (WeightSnapshot& b : buffers_) b.versions.clear();
     return false;
   }
   return r.status();
@@ -342,8 +351,8 @@ absl::StatusOr<TrainingSummary> TrainingWorker::Run(
       if (absl::Status s = Communicate(true); !s.ok()) return s;
       gradient_pending = false;
     }
-    binding_.LoadWeights(weights_.values);
-    const std::vector<uint64_t> versions = weights_.versions;
+    BindNewestWeights();
+    const std::vector<uint64_t> versions = buffers_[bound_].versions;
     std::future<absl::Status> comm;
     lower(priority.LowerOtherThreads());
     if (overlap) {
@@ -442,7 +451,7 @@ absl::StatusOr<TrainingSummary> TrainingWorker::Run(
   summary.val_loss = std::nan("");
   if (options_.eval_batches > 0) {
     if (absl::Status s = PullWithRecovery(); !s.ok()) return s;
-    binding_.LoadWeights(weights_.values);
+    BindNewestWeights();
     absl::StatusOr<Evaluation> val = Evaluate(*model_, *data_, options_.batch_size,
                                               options_.seq_len, options_.eval_batches,
                                               options_.dtype);

@@ -149,8 +149,8 @@ class TrainingWorker {
   // batch; returns the loss.
   absl::StatusOr<double> ComputeGradient(uint64_t data_unit, int64_t row_begin, int64_t row_end);
   // Pushes gradient_ (computed at base_versions_ for pending_unit_) and
-  // settles the unit, then pulls into weights_, riding out a restarting
-  // shard up to unavailable_timeout.
+  // settles the unit, then pulls into the buffer the model does not read,
+  // riding out a restarting shard up to unavailable_timeout.
   absl::Status Communicate(bool push);
   absl::Status PullWithRecovery();
   // Returns false when the PS refused the gradient as too stale.
@@ -181,7 +181,17 @@ class TrainingWorker {
   const bool sync_;  // The coordinator runs --consistency=sync.
   bool fresh_ = false;  // The last push reply asked for compute on fresh weights.
 
-  WeightSnapshot weights_;  // Written by the comm task only.
+  // The model's parameters are views of one of two weight buffers
+  // (ParameterBinding::BindTo): a pull writes the other, so that it can run
+  // while the model computes, and the next step computes on it without a
+  // copy. Only the comm task writes a buffer; only the training thread
+  // switches which one the model reads, between steps.
+  WeightSnapshot buffers_[2];
+  int bound_ = -1;   // The buffer the model reads; -1 before the first.
+  int pulled_ = -1;  // The buffer the newest pull went to.
+  int PullTarget() const { return bound_ == 0 ? 1 : 0; }
+  // Makes the newest pulled weights the model's.
+  void BindNewestWeights();
   std::vector<float> gradient_;
   std::vector<uint64_t> base_versions_;  // Versions gradient_ was computed at.
   Unit pending_unit_;                    // The unit gradient_ trained.

@@ -62,6 +62,17 @@ void ParameterBinding::LoadWeights(absl::Span<const float> flat) {
   }
 }
 
+void ParameterBinding::BindTo(absl::Span<float> flat) {
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const TensorSlot& slot = layout_.tensors()[i];
+    // set_data keeps the parameter (its autograd state, and every module
+    // slot that refers to it) and swaps what it reads.
+    params_[i].set_data(
+        torch::from_blob(flat.data() + slot.flat_offset, slot.shape, torch::kFloat32));
+  }
+}
+
 std::vector<float> ParameterBinding::FlattenWeights() const {
   std::vector<float> flat(layout_.total_elements());
   for (size_t i = 0; i < params_.size(); ++i) {

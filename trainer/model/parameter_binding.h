@@ -32,6 +32,10 @@ class ParameterBinding {
 
   // Copies flat FP32 weights into the parameters.
   void LoadWeights(absl::Span<const float> flat);
+  // Makes every parameter a view of `flat` (the whole flat space): weights
+  // pulled into it are the model's, with no copy. `flat` must stay where it
+  // is, and hold its values, while the model computes on it.
+  void BindTo(absl::Span<float> flat);
   // Copies the parameters out (for Init).
   std::vector<float> FlattenWeights() const;
   // Copies the parameters' gradients out; a parameter without a gradient

@@ -76,5 +76,35 @@ TEST(ParameterBindingTest, ADifferentModelIsRefusedWithAClearMessage) {
   EXPECT_NE(s.message().find("--model"), absl::string_view::npos) << s;
 }
 
+// BindTo makes the parameters views of a flat buffer: what is written there
+// is what the model computes with, with no copy, and autograd still fills
+// the parameters' gradients. Binding another buffer switches the weights.
+TEST(ParameterBindingTest, BoundParametersReadTheFlatBufferInPlace) {
+  GptModel model = Tiny(1);
+  GptModel other = Tiny(2);
+  auto binding = ParameterBinding::Create(*model);
+  auto other_binding = ParameterBinding::Create(*other);
+  ASSERT_TRUE(binding.ok() && other_binding.ok());
+  std::vector<float> first = binding->FlattenWeights();
+  std::vector<float> second = other_binding->FlattenWeights();
+  const torch::Tensor tokens = torch::arange(16, torch::kLong).view({1, 16});
+  const torch::Tensor want_first = model->forward(tokens).detach().clone();
+  const torch::Tensor want_second = other->forward(tokens).detach().clone();
+
+  binding->BindTo(absl::MakeSpan(second));
+  EXPECT_TRUE(torch::equal(model->forward(tokens), want_second));
+  EXPECT_EQ(model->named_parameters()["wte.weight"].data_ptr<float>(), second.data());
+  binding->BindTo(absl::MakeSpan(first));
+  EXPECT_TRUE(torch::equal(model->forward(tokens), want_first));
+  first[0] += 1.0f;  // wte.weight[0][0]: token 0's embedding.
+  EXPECT_FALSE(torch::equal(model->forward(tokens), want_first));
+
+  model->forward(tokens).sum().backward();
+  std::vector<float> gradient(binding->layout().total_elements(), -1.0f);
+  binding->GatherGradients(absl::MakeSpan(gradient));
+  EXPECT_NE(gradient[0], 0.0f);
+  EXPECT_NE(gradient[0], -1.0f);
+}
+
 }  // namespace
 }  // namespace spotps
