@@ -14,6 +14,16 @@ wait_for_exit() {
   done
 }
 
+# stop_processes SECONDS PID...: SIGTERM, then SIGKILL for whatever is left
+# after SECONDS.
+stop_processes() {
+  local grace=$1
+  shift
+  [ $# -gt 0 ] || return 0
+  kill -TERM "$@" 2>/dev/null || true
+  wait_for_exit "$grace" "$@" || kill -KILL "$@" 2>/dev/null || true
+}
+
 # count_arg [N]: sets `count` to N, a positive integer, 1 if not given;
 # otherwise calls the sourcing script's usage_error.
 count_arg() {
@@ -38,4 +48,31 @@ wait_for_child() {
     [ "$kept" -ne 127 ] && status=$kept
   fi
   return "$status"
+}
+
+# start_local_shards BIN DIR N FLAG... [-- SHARD0_FLAG...]: starts N spotps-ps
+# processes on free loopback ports, shards 1..N-1 first, then shard 0 with
+# --peers naming them and the flags after `--`. "{i}" in a flag becomes the
+# shard's index (--checkpoint_dir=DIR/shard{i}). Logs go to DIR/shard<i>.log
+# (appended), ports to DIR/shard<i>.port. Appends the pids to the caller's
+# `shard_pids` array and sets `shard_addresses` (shard order); returns 1,
+# with the log on stderr, if a shard does not come up within 30 s.
+start_local_shards() {
+  local bin=$1 dir=$2 n=$3 i peers="" all=() zero=() flags
+  shift 3
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do all+=("$1"); shift; done
+  [ $# -gt 0 ] && shift
+  zero=("$@")
+  rm -f "$dir"/shard*.port
+  for i in $(seq 1 $((n - 1))) 0; do
+    flags=("${all[@]//\{i\}/$i}")
+    [ "$i" -eq 0 ] && flags+=("${zero[@]}" --peers="$peers")
+    "$bin/spotps-ps" --listen=127.0.0.1:0 --port_file="$dir/shard$i.port" --shard_index="$i" \
+        --num_shards="$n" "${flags[@]}" >> "$dir/shard$i.log" 2>&1 &
+    shard_pids+=($!)
+    for _ in $(seq 300); do [ -s "$dir/shard$i.port" ] && break; sleep 0.1; done
+    [ -s "$dir/shard$i.port" ] || { tail -n 20 "$dir/shard$i.log" >&2; return 1; }
+    [ "$i" -eq 0 ] || peers+="${peers:+,}127.0.0.1:$(cat "$dir/shard$i.port")"
+  done
+  shard_addresses="127.0.0.1:$(cat "$dir/shard0.port")${peers:+,$peers}"
 }

@@ -54,6 +54,9 @@ ABSL_FLAG(int32_t, seq_len, 128, "--labeled: tokens per example (truncated or pa
 ABSL_FLAG(bool, skip_bad_rows, false,
           "--labeled: drop bad rows (counted and reported) instead of refusing the file.");
 ABSL_FLAG(uint64_t, split_seed, 0, "--labeled: seed of the stratified validation split.");
+ABSL_FLAG(std::string, train_text_out, "",
+          "--labeled: also write the training split's texts (no labels, a blank line between "
+          "them) here, to pretrain a language model on before fine-tuning.");
 
 namespace spotps {
 namespace {
@@ -168,6 +171,7 @@ absl::Status TokenizeLabeled(const std::vector<std::string>& paths, const std::s
   options.val_fraction = absl::GetFlag(FLAGS_val_fraction);
   options.split_seed = absl::GetFlag(FLAGS_split_seed);
   options.skip_bad_rows = absl::GetFlag(FLAGS_skip_bad_rows);
+  options.train_text_path = absl::GetFlag(FLAGS_train_text_out);
   const Clock::time_point start = Clock::now();
   absl::StatusOr<LabeledBuildReport> report =
       BuildLabeledFile(paths[0], output, options, TokenizerFromFlags);

@@ -87,12 +87,6 @@ fi
 job_env=$repo/.cache/local-job.env
 shard_pids=()
 trainer_pids=()
-# Sends SIGTERM, waits up to 10 s, then SIGKILLs whatever is left.
-stop_processes() {
-  [ $# -gt 0 ] || return 0
-  kill -TERM "$@" 2>/dev/null || true
-  wait_for_exit 10 "$@" || kill -KILL "$@" 2>/dev/null || true
-}
 cleanup() {
   trap - INT TERM EXIT
   # Trainers that scale.sh added stop with the rest.
@@ -100,8 +94,8 @@ cleanup() {
   # Another job may have taken the file over since; then it is not ours.
   grep -qx "SPOTPS_JOB_PID=$$" "$job_env" 2>/dev/null && rm -f "$job_env"
   # Trainers first, so that they drain (push, commit) while the shards still serve.
-  stop_processes "${trainer_pids[@]}" "${scaled[@]}"
-  stop_processes "${shard_pids[@]}"
+  stop_processes 10 "${trainer_pids[@]}" "${scaled[@]}"
+  stop_processes 10 "${shard_pids[@]}"
   wait 2>/dev/null || true
   trainer_pids=()
   shard_pids=()
@@ -121,27 +115,11 @@ else
   say "starting $SHARDS shards (logs in $run_dir); shard 0 coordinates $EPOCHS epoch(s) of $units units"
 fi
 # Shards 1..N-1 first: shard 0 needs their addresses to drive checkpoints.
-start_shard() {
-  local i=$1
-  shift
-  "$bin/spotps-ps" --listen=127.0.0.1:0 --port_file="$run_dir/shard$i.port" \
-      --shard_index="$i" --num_shards="$SHARDS" --optimizer=adamw --lr="$LR" \
-      --warmup_steps=50 --weight_decay=0.01 --beta2=0.99 --consistency="$CONSISTENCY" \
-      --checkpoint_dir="$run_dir/checkpoints/shard$i" --metrics_listen=127.0.0.1:0 \
-      "$@" >> "$run_dir/shard$i.log" 2>&1 &
-  shard_pids+=($!)
-  for _ in $(seq 300); do [ -s "$run_dir/shard$i.port" ] && break; sleep 0.1; done
-  [ -s "$run_dir/shard$i.port" ] || { cat "$run_dir/shard$i.log"; exit 1; }
-}
-rm -f "$run_dir"/shard*.port
-peers=""
-for i in $(seq 1 $((SHARDS - 1))); do
-  start_shard "$i"
-  peers+="${peers:+,}127.0.0.1:$(cat "$run_dir/shard$i.port")"
-done
-start_shard 0 --epochs="$EPOCHS" --units_per_epoch="$units" --checkpoint_every_s=30 \
-    --peers="$peers"
-addresses="127.0.0.1:$(cat "$run_dir/shard0.port")${peers:+,$peers}"
+start_local_shards "$bin" "$run_dir" "$SHARDS" --optimizer=adamw --lr="$LR" --warmup_steps=50 \
+    --weight_decay=0.01 --beta2=0.99 --consistency="$CONSISTENCY" \
+    --checkpoint_dir="$run_dir/checkpoints/shard{i}" --metrics_listen=127.0.0.1:0 \
+    -- --epochs="$EPOCHS" --units_per_epoch="$units" --checkpoint_every_s=30 || exit 1
+addresses=$shard_addresses
 say "shards at $addresses"
 # Shard 0 serves the status page on its metrics port (every process serves
 # Prometheus metrics at /metrics on a port of its own; see its log).

@@ -125,6 +125,13 @@ absl::StatusOr<LabeledBuildReport> BuildLabeledFile(const std::string& input_pat
   }
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = make_tokenizer(train_texts);
   if (!tokenizer.ok()) return tokenizer.status();
+  if (!options.train_text_path.empty()) {
+    if (absl::Status s = WriteFileAtomically(options.train_text_path,
+                                             absl::StrCat(absl::StrJoin(train_texts, "\n\n"), "\n"));
+        !s.ok()) {
+      return s;
+    }
+  }
 
   std::vector<LabeledExample> train, validation;
   report.train_per_label.assign(num_labels, 0);

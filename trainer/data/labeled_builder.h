@@ -25,6 +25,11 @@ struct LabeledBuildOptions {
   uint64_t split_seed = 0;
   // Drop bad rows (and count them) instead of refusing the file.
   bool skip_bad_rows = false;
+  // If set, the texts of the training split (no labels, a blank line
+  // between them) are written here too: text to pretrain a language model
+  // on before fine-tuning (domain-adaptive pretraining) that holds nothing
+  // of the validation split.
+  std::string train_text_path;
 };
 
 struct LabeledBuildReport {
