@@ -60,6 +60,7 @@ ALIASES = {"spotps-trainer-core": "spotps-trainer"}
 SCRIPTS = (
     "deploy/local/up.sh",
     "deploy/local/scale.sh",
+    "deploy/local/finetune.sh",
     "deploy/slurm/submit.sh",
     "deploy/slurm/scale.sh",
     "deploy/slurm/local-cluster.sh",
@@ -88,6 +89,7 @@ IMAGE = re.compile(r"^spotps:[\w.]+$")
 REQUIRED_SECTIONS = BINARIES + (
     "deploy/local/up.sh",
     "deploy/local/scale.sh",
+    "deploy/local/finetune.sh",
     "deploy/slurm/submit.sh",
     "deploy/slurm/scale.sh",
 )
