@@ -7,10 +7,17 @@ write it: BF16 CPU autocast, AdamW, gradient clipping at 1.0, the given
 number of intra-op threads. Random token batches (the data pipeline costs
 nothing next to a step). Prints `torch_tokens_per_s=X` as its last line.
 
+With --ddp=N it runs N processes that train data-parallel with
+DistributedDataParallel over the gloo backend on loopback (each its own
+batch, gradients all-reduced in buckets during backward, as DDP users do),
+and X is their tokens/s together.
+
 Run with Debian's /usr/bin/python3 (python3-torch); needs no network.
 """
 import argparse
 import math
+import os
+import socket
 import time
 
 import torch
@@ -56,7 +63,6 @@ class Gpt(nn.Module):
         self.wpe = nn.Embedding(context, d_model)
         self.blocks = nn.ModuleList(Block(d_model, n_head) for _ in range(n_layer))
         self.ln_f = nn.LayerNorm(d_model)
-        self.register_buffer("mask", torch.ones(context, context, dtype=torch.bool).triu(1))
         for p in self.parameters():
             if p.dim() == 2:
                 nn.init.normal_(p, std=0.02)
@@ -64,29 +70,28 @@ class Gpt(nn.Module):
     def forward(self, tokens):
         t = tokens.shape[1]
         x = self.wte(tokens) + self.wpe(torch.arange(t))
+        # Made per step, not a buffer: DDP would broadcast it, and gloo
+        # cannot broadcast bools.
+        mask = torch.ones(t, t, dtype=torch.bool).triu(1)
         for block in self.blocks:
-            x = block(x, self.mask)
+            x = block(x, mask)
         return F.linear(self.ln_f(x), self.wte.weight)
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--model", default="small", choices=sorted(PRESETS))
-    p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--seq_len", type=int, default=256)
-    p.add_argument("--steps", type=int, default=6)
-    p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--dtype", default="bf16", choices=["bf16", "fp32"])
-    args = p.parse_args()
+def train(args, rank=0, world=1):
+    """The timed loop; returns tokens/s of this process."""
     torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
+    torch.manual_seed(rank)
     vocab = PRESETS[args.model][0]
     model = Gpt(*PRESETS[args.model])
+    if world > 1:
+        model = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
     start = None
     for step in range(args.warmup + args.steps):
         if step == args.warmup:
+            if world > 1:
+                torch.distributed.barrier()
             start = time.perf_counter()
         tokens = torch.randint(0, vocab, (args.batch, args.seq_len + 1))
         inputs, targets = tokens[:, :-1], tokens[:, 1:]
@@ -99,9 +104,44 @@ def main():
         opt.step()
         loss.item()
     seconds = time.perf_counter() - start
-    print(f"torch {torch.__version__}: {args.steps} steps in {seconds:.2f} s, "
-          f"{seconds / args.steps * 1000:.0f} ms/step, threads {torch.get_num_threads()}")
-    print(f"torch_tokens_per_s={args.steps * args.batch * args.seq_len / seconds:.1f}")
+    print(f"torch {torch.__version__} rank {rank}/{world}: {args.steps} steps in {seconds:.2f} s, "
+          f"{seconds / args.steps * 1000:.0f} ms/step, threads {torch.get_num_threads()}",
+          flush=True)
+    return args.steps * args.batch * args.seq_len / seconds
+
+
+def ddp_worker(rank, args, port, results):
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    torch.distributed.init_process_group("gloo", rank=rank, world_size=args.ddp)
+    results[rank] = train(args, rank, args.ddp)
+    torch.distributed.destroy_process_group()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--model", default="small", choices=sorted(PRESETS))
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--seq_len", type=int, default=256)
+    p.add_argument("--steps", type=int, default=6)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--dtype", default="bf16", choices=["bf16", "fp32"])
+    p.add_argument("--ddp", type=int, default=0, help="processes of a DDP (gloo) job; 0: one, no DDP")
+    args = p.parse_args()
+    if args.ddp > 0:
+        import torch.multiprocessing as mp
+        results = mp.Manager().dict()
+        mp.spawn(ddp_worker, args=(args, free_port(), results), nprocs=args.ddp, join=True)
+        print(f"torch_tokens_per_s={sum(results.values()):.1f}")
+        return
+    print(f"torch_tokens_per_s={train(args):.1f}")
 
 
 if __name__ == "__main__":

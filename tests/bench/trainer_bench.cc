@@ -14,9 +14,12 @@
 //       the model): process start to its first applied push, the median of
 //       --join_runs, with the trainer's default join ramp.
 //   (f) the same shape exported as TorchScript by tools/models/export_model.py
-//       (--arch=gpt2) in the plain BF16 loop, alternating with (b)-(d).
+//       (--arch=gpt2) in the plain BF16 loop, alternating with (b)-(d);
+//   (g) (b) with the shard in its default mode, "fresh" (pushes averaged
+//       into one update and answered once it is applied: push, pull, then
+//       compute), against the plain loop.
 // Last line: bf16_speedup=S ps_efficiency=E mfu_ratio=M torch_ratio=T
-// first_push_s=F script_ratio=R.
+// first_push_s=F script_ratio=R fresh_efficiency=G.
 #include <algorithm>
 #include <cstdio>
 
@@ -141,12 +144,13 @@ absl::StatusOr<double> ScriptTokensPerSecond(const std::string& path, const Trai
 // The real trainer loop against one spotps-ps process on the same host,
 // niced as docs/operations.md advises for a shard that shares a host with trainers.
 absl::StatusOr<double> PsTokensPerSecond(const GptConfig& config, const TrainingData& data,
-                                         const std::string& dir) {
+                                         const std::string& dir,
+                                         const std::string& staleness_method) {
   auto shards =
       testing::LocalShardCluster::Start(1,
                                         {"--optimizer=adamw", absl::StrCat("--lr=", kLr),
                                          absl::StrCat("--nice=", absl::GetFlag(FLAGS_shard_nice)),
-                                         "--staleness_method=" + absl::GetFlag(FLAGS_staleness_method)},
+                                         "--staleness_method=" + staleness_method},
                                         dir);
   if (!shards.ok()) return shards.status();
   auto cluster = Cluster::Connect((*shards)->addresses());
@@ -177,8 +181,10 @@ absl::StatusOr<double> PsTokensPerSecond(const GptConfig& config, const Training
   if (!measured.ok()) return measured.status();
   auto summary = (*measured)->Run(stop, silent);
   if (!summary.ok()) return summary.status();
-  std::printf("  ps run: %lld steps, staleness %.2f, pull %.1f ms, push %.1f ms, compute %.1f ms\n",
-              static_cast<long long>(summary->steps), summary->mean_staleness,
+  std::printf("  ps run (%s): %lld steps, staleness %.2f, pull %.1f ms, push %.1f ms, "
+              "compute %.1f ms\n",
+              staleness_method.c_str(), static_cast<long long>(summary->steps),
+              summary->mean_staleness,
               summary->mean_pull_ms, summary->mean_push_ms, summary->mean_compute_ms);
   return summary->tokens_per_s;
 }
@@ -280,6 +286,7 @@ struct BestRates {
   double script = 0;       // The same loop on the TorchScript export, tokens/s.
   double matmul = 0;       // BF16 matmul, GFLOP/s.
   double ps = 0;           // spotps trainer + 1 shard, tokens/s.
+  double fresh = 0;        // The same under the shard's default, "fresh".
   double torch_eager = 0;  // PyTorch eager, tokens/s.
 };
 
@@ -293,18 +300,21 @@ absl::Status MeasureRound(const GptConfig& config, const TrainingData& data, int
   // Right after the run it divides, so both see the same load from other
   // processes on a shared machine.
   const double matmul = Bf16MatmulGflops();
-  auto ps = PsTokensPerSecond(config, data, dir);
+  auto ps = PsTokensPerSecond(config, data, dir, absl::GetFlag(FLAGS_staleness_method));
   if (!ps.ok()) return ps.status();
+  auto fresh = PsTokensPerSecond(config, data, dir, "fresh");
+  if (!fresh.ok()) return fresh.status();
   auto torch_eager = TorchTokensPerSecond(threads, dir);
   if (!torch_eager.ok()) return torch_eager.status();
   std::printf("  round: plain BF16 %.0f tokens/s, TorchScript %.0f tokens/s, matmul %.1f GFLOP/s, "
-              "spotps %.0f tokens/s, PyTorch %.0f tokens/s\n",
-              *bf16, *scripted, matmul, *ps, *torch_eager);
+              "spotps %.0f tokens/s (fresh %.0f), PyTorch %.0f tokens/s\n",
+              *bf16, *scripted, matmul, *ps, *fresh, *torch_eager);
   std::fflush(stdout);
   best.bf16 = std::max(best.bf16, *bf16);
   best.script = std::max(best.script, *scripted);
   best.matmul = std::max(best.matmul, matmul);
   best.ps = std::max(best.ps, *ps);
+  best.fresh = std::max(best.fresh, *fresh);
   best.torch_eager = std::max(best.torch_eager, *torch_eager);
   return absl::OkStatus();
 }
@@ -355,14 +365,15 @@ int Run() {
   std::printf("| plain LibTorch, BF16 | %.0f |\n", best.bf16);
   std::printf("| plain LibTorch, BF16, the TorchScript export | %.0f |\n", best.script);
   std::printf("| spotps trainer + 1 shard, BF16 | %.0f |\n", best.ps);
+  std::printf("| the same, the shard in its default mode (fresh) | %.0f |\n", best.fresh);
   std::printf("| PyTorch eager, BF16 autocast | %.0f |\n", best.torch_eager);
   std::printf("| BF16 matmul 2048^3 | %.1f GFLOP/s |\n", best.matmul);
   std::printf("| achieved (plain BF16 training) | %.1f GFLOP/s |\n\n", achieved);
   std::printf(
       "bf16_speedup=%.3f ps_efficiency=%.3f mfu_ratio=%.3f torch_ratio=%.3f first_push_s=%.3f "
-      "script_ratio=%.3f\n",
+      "script_ratio=%.3f fresh_efficiency=%.3f\n",
       best.bf16 / *fp32, best.ps / best.bf16, achieved / best.matmul, best.ps / best.torch_eager,
-      *join, best.script / best.bf16);
+      *join, best.script / best.bf16, best.fresh / best.bf16);
   return 0;
 }
 
