@@ -71,8 +71,10 @@ eval "$("$repo/deploy/slurm/local-cluster.sh" start "$cluster" | grep '^export S
 [ -n "${SLURM_CONF:-}" ] || fail "local-cluster.sh start printed no SLURM_CONF"
 say "cluster up in $((SECONDS - start_s)) s"
 
+# Sized so that three fast trainers cannot finish the job before the
+# scale-down below (a fast machine trains ~100 units/s with three).
 epochs=2
-units=600
+units=1000
 "$repo/deploy/slurm/submit.sh" --job_dir="$job" --bin="$bin" --data="$work/corpus.tokens" \
     --epochs=$epochs --units_per_epoch=$units --batch=8 --seq_len=64 --trainers=2 --drain_s=5 \
     --checkpoint_every_s=5 --shard_flags="--worker_lease_s=3 --unit_lease_s=10"
@@ -136,7 +138,12 @@ wait_workers 3 90
 
 say "$(committed) units committed; scaling down to 1 (scancel 2 tasks)"
 scale down 2
-[ "$(running_tasks)" -eq 1 ] || fail "expected 1 running trainer task after scancel"
+tasks=$(running_tasks)
+if [ "$tasks" -ne 1 ]; then
+  # Zero is right only when the last trainer finished the job meanwhile.
+  [ "$tasks" -eq 0 ] && [ "$(status_json | jq '.coordinator.done')" = true ] ||
+    fail "expected 1 running trainer task after scancel, found $tasks"
+fi
 wait_workers 1 30 or_done
 
 say "waiting for the job to finish"
