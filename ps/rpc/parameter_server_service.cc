@@ -272,6 +272,19 @@ grpc::Status ParameterServerService::ServePull(
                                            request->known_versions_size(),
                                            request->partition_ids_size()));
   }
+  if (request->min_versions_size() != 0 &&
+      request->min_versions_size() != request->partition_ids_size()) {
+    return InvalidArgument(absl::StrFormat("pull lists %d minimum versions for %d partitions",
+                                           request->min_versions_size(),
+                                           request->partition_ids_size()));
+  }
+  // A pull that waits for updates waits about as long as a "fresh" push
+  // waits for its averaged update, then sends what there is.
+  absl::Time wait_until =
+      absl::Now() + absl::Milliseconds(2 * store_->staleness().average_wait_ms + 100);
+  if (context->deadline() != std::chrono::system_clock::time_point::max()) {
+    wait_until = std::min(wait_until, absl::FromChrono(context->deadline()));
+  }
   std::set<uint32_t> unique_ids;
   for (uint32_t id : ids) {
     if (!unique_ids.insert(id).second) {
@@ -287,6 +300,9 @@ grpc::Status ParameterServerService::ServePull(
   int64_t bytes = 0;
   for (size_t i = 0; i < ids.size(); ++i) {
     if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "pull cancelled");
+    if (request->min_versions_size() != 0) {
+      store_->WaitForVersion(ids[i], request->min_versions(static_cast<int>(i)), wait_until);
+    }
     if (request->known_versions_size() != 0 &&
         *store_->Version(ids[i]) == request->known_versions(static_cast<int>(i))) {
       continue;
@@ -378,7 +394,14 @@ grpc::Status ParameterServerService::ServePush(grpc::ServerContext* context,
   PushStaging staging(&staging_, announced, dtype);
   max_chunks = limits.max_chunks;
   v1::PushRequest later_fields;
+  float gradient_scale = header.gradient_scale();  // 0: not sent (yet).
   do {
+    if (later_fields.gradient_scale() != 0.0f) {
+      if (gradient_scale != 0.0f) {
+        return InvalidArgument("push sets gradient_scale in more than one message");
+      }
+      gradient_scale = later_fields.gradient_scale();
+    }
     num_messages += 1;
     num_chunks += static_cast<int64_t>(frame.chunks().size());
     payload_bytes += static_cast<int64_t>(frame.payload_bytes());
@@ -393,7 +416,8 @@ grpc::Status ParameterServerService::ServePush(grpc::ServerContext* context,
   } while (reader->Read(&buffer) && parse(&later_fields));
   if (context->IsCancelled()) return Cancelled("push");
   const absl::Time apply_start = absl::Now();
-  absl::StatusOr<PushOutcome> outcome = store_->Push(push_id, dtype, staging.ranges(), &announced);
+  absl::StatusOr<PushOutcome> outcome = store_->Push(
+      push_id, dtype, staging.ranges(), &announced, gradient_scale == 0.0f ? 1.0f : gradient_scale);
   *apply = absl::Now() - apply_start;
   if (!outcome.ok()) return ToGrpcStatus(outcome.status());
   // Counted only once accepted: a refused push changes no counter but the

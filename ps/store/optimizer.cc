@@ -12,24 +12,27 @@ namespace {
 
 // Gradients are read straight from wire bytes, which carry no alignment
 // promise: elements are loaded with memcpy (the same vector loads).
+// `scale` multiplies each element (PushRequest.gradient_scale); 1 is exact.
 struct Fp32Grad {
   const char* p;
+  float scale;
   float operator[](int64_t i) const {
     float f;
     std::memcpy(&f, p + 4 * i, sizeof(f));
-    return f;
+    return f * scale;
   }
 };
 
 struct Bf16Grad {
   const char* p;
+  float scale;
   float operator[](int64_t i) const {
     uint16_t h;
     std::memcpy(&h, p + 2 * i, sizeof(h));
     const uint32_t bits = static_cast<uint32_t>(h) << 16;
     float f;
     std::memcpy(&f, &bits, sizeof(f));
-    return f;
+    return f * scale;
   }
 };
 
@@ -108,27 +111,29 @@ inline void SgdKernel(float* __restrict w, float* __restrict buf, Grad g, int64_
 #define SPOTPS_ISA_CLONES \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 
-SPOTPS_ISA_CLONES void AdamWFp32(float* w, float* m, float* v, const char* g, int64_t n,
-                                 const AdamWStep& s) {
-  AdamWKernel(w, m, v, Fp32Grad{g}, n, s);
+SPOTPS_ISA_CLONES void AdamWFp32(float* w, float* m, float* v, const char* g, float scale,
+                                 int64_t n, const AdamWStep& s) {
+  AdamWKernel(w, m, v, Fp32Grad{g, scale}, n, s);
 }
-SPOTPS_ISA_CLONES void AdamWBf16(float* w, float* m, float* v, const char* g, int64_t n,
-                                 const AdamWStep& s) {
-  AdamWKernel(w, m, v, Bf16Grad{g}, n, s);
+SPOTPS_ISA_CLONES void AdamWBf16(float* w, float* m, float* v, const char* g, float scale,
+                                 int64_t n, const AdamWStep& s) {
+  AdamWKernel(w, m, v, Bf16Grad{g, scale}, n, s);
 }
-SPOTPS_ISA_CLONES void AdamWDcFp32(float* w, float* m, float* v, const char* g, int64_t n,
-                                   const AdamWStep& s, const DelayCompensation& dc) {
-  AdamWDcKernel(w, m, v, Fp32Grad{g}, n, s, dc);
+SPOTPS_ISA_CLONES void AdamWDcFp32(float* w, float* m, float* v, const char* g, float scale,
+                                   int64_t n, const AdamWStep& s, const DelayCompensation& dc) {
+  AdamWDcKernel(w, m, v, Fp32Grad{g, scale}, n, s, dc);
 }
-SPOTPS_ISA_CLONES void AdamWDcBf16(float* w, float* m, float* v, const char* g, int64_t n,
-                                   const AdamWStep& s, const DelayCompensation& dc) {
-  AdamWDcKernel(w, m, v, Bf16Grad{g}, n, s, dc);
+SPOTPS_ISA_CLONES void AdamWDcBf16(float* w, float* m, float* v, const char* g, float scale,
+                                   int64_t n, const AdamWStep& s, const DelayCompensation& dc) {
+  AdamWDcKernel(w, m, v, Bf16Grad{g, scale}, n, s, dc);
 }
-SPOTPS_ISA_CLONES void SgdFp32(float* w, float* buf, const char* g, int64_t n, const SgdStep& s) {
-  SgdKernel(w, buf, Fp32Grad{g}, n, s);
+SPOTPS_ISA_CLONES void SgdFp32(float* w, float* buf, const char* g, float scale, int64_t n,
+                                const SgdStep& s) {
+  SgdKernel(w, buf, Fp32Grad{g, scale}, n, s);
 }
-SPOTPS_ISA_CLONES void SgdBf16(float* w, float* buf, const char* g, int64_t n, const SgdStep& s) {
-  SgdKernel(w, buf, Bf16Grad{g}, n, s);
+SPOTPS_ISA_CLONES void SgdBf16(float* w, float* buf, const char* g, float scale, int64_t n,
+                                const SgdStep& s) {
+  SgdKernel(w, buf, Bf16Grad{g, scale}, n, s);
 }
 
 }  // namespace
@@ -194,16 +199,16 @@ void Optimizer::Apply(float* params, float* const* state, const GradientView& gr
                                  static_cast<float>(std::sqrt(last2))};
       const char* g = static_cast<const char*>(grad.data);
       if (bf16) {
-        AdamWDcBf16(params, state[0], state[1], g, n, s, dc);
+        AdamWDcBf16(params, state[0], state[1], g, grad.scale, n, s, dc);
       } else {
-        AdamWDcFp32(params, state[0], state[1], g, n, s, dc);
+        AdamWDcFp32(params, state[0], state[1], g, grad.scale, n, s, dc);
       }
       return;
     }
     if (bf16) {
-      AdamWBf16(params, state[0], state[1], static_cast<const char*>(grad.data), n, s);
+      AdamWBf16(params, state[0], state[1], static_cast<const char*>(grad.data), grad.scale, n, s);
     } else {
-      AdamWFp32(params, state[0], state[1], static_cast<const char*>(grad.data), n, s);
+      AdamWFp32(params, state[0], state[1], static_cast<const char*>(grad.data), grad.scale, n, s);
     }
     return;
   }
@@ -211,9 +216,9 @@ void Optimizer::Apply(float* params, float* const* state, const GradientView& gr
   const SgdStep s{lr, c.weight_decay, momentum, 1.0f - c.dampening, c.nesterov, step <= 1};
   float* buf = state_slots() > 0 ? state[0] : nullptr;
   if (bf16) {
-    SgdBf16(params, buf, static_cast<const char*>(grad.data), n, s);
+    SgdBf16(params, buf, static_cast<const char*>(grad.data), grad.scale, n, s);
   } else {
-    SgdFp32(params, buf, static_cast<const char*>(grad.data), n, s);
+    SgdFp32(params, buf, static_cast<const char*>(grad.data), grad.scale, n, s);
   }
 }
 

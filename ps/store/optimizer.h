@@ -42,6 +42,7 @@ absl::Status ValidateOptimizerConfig(const OptimizerConfig& config);
 struct GradientView {
   v1::DType dtype = v1::DTYPE_FP32;
   const void* data = nullptr;
+  float scale = 1.0f;  // The update uses each element times this.
 };
 
 // Stateless rule for one update of a contiguous run of parameters. Promises:

@@ -7,9 +7,11 @@
 
 namespace spotps {
 
-RoundBuffer::Gradient RoundBuffer::Copy(v1::DType dtype, const std::vector<PayloadRange>& ranges) {
+RoundBuffer::Gradient RoundBuffer::Copy(v1::DType dtype, const std::vector<PayloadRange>& ranges,
+                                        float scale) {
   Gradient g;
   g.dtype = dtype;
+  g.scale = scale;
   for (const PayloadRange& r : ranges) {
     g.partitions[r.partition_id].push_back(Gradient::Piece{r.offset, std::string(r.bytes)});
   }
@@ -37,7 +39,7 @@ bool RoundBuffer::AddPartitionInto(const Gradient& g, uint32_t partition, float*
     decoded.resize(count);
     DecodeToFp32(g.dtype, piece.bytes, count, decoded.data()).IgnoreError();  // Validated.
     float* dst = out + piece.offset;
-    for (int64_t i = 0; i < count; ++i) dst[i] += decoded[i];
+    for (int64_t i = 0; i < count; ++i) dst[i] += decoded[i] * g.scale;
   }
   return true;
 }

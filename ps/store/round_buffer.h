@@ -28,12 +28,15 @@ class RoundBuffer {
       std::string bytes;
     };
     v1::DType dtype = v1::DTYPE_FP32;
+    float scale = 1.0f;  // The push's gradient_scale: the pieces count times this.
     std::map<uint32_t, std::vector<Piece>> partitions;
   };
   // Copies validated ranges (no overlaps; whole partitions in sync mode).
-  static Gradient Copy(v1::DType dtype, const std::vector<PayloadRange>& ranges);
-  // Adds g's pieces of `partition`, decoded to FP32, into `out` (the
-  // partition's elements); false if g carries none of the partition.
+  static Gradient Copy(v1::DType dtype, const std::vector<PayloadRange>& ranges,
+                       float scale = 1.0f);
+  // Adds g's pieces of `partition`, decoded to FP32 and times g.scale, into
+  // `out` (the partition's elements); false if g carries none of the
+  // partition.
   static bool AddPartitionInto(const Gradient& g, uint32_t partition, float* out);
 
   explicit RoundBuffer(size_t capacity) : capacity_(capacity) {}

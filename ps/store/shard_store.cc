@@ -491,7 +491,8 @@ absl::Status ShardStore::ValidateVersions(const std::vector<PayloadRange>& range
 
 absl::StatusOr<PushOutcome> ShardStore::Push(absl::string_view push_id, v1::DType dtype,
                                              const std::vector<PayloadRange>& ranges,
-                                             const AnnouncedElements* announced) {
+                                             const AnnouncedElements* announced,
+                                             float gradient_scale) {
   auto reject = [this](absl::Status s) {
     pushes_rejected_.fetch_add(1, std::memory_order_relaxed);
     if (absl::IsAborted(s)) pushes_too_stale_.fetch_add(1, std::memory_order_relaxed);
@@ -503,6 +504,10 @@ absl::StatusOr<PushOutcome> ShardStore::Push(absl::string_view push_id, v1::DTyp
         "push_id must have 1 to %d bytes, got %d", kMaxPushIdLength, push_id.size())));
   }
   if (ranges.empty()) return reject(absl::InvalidArgumentError("push carries no gradient"));
+  if (!(gradient_scale > 0.0f && gradient_scale <= 1.0f)) {  // NaN fails both.
+    return reject(absl::InvalidArgumentError(absl::StrFormat(
+        "push's gradient_scale is %g: it must be finite, above 0 and at most 1", gradient_scale)));
+  }
   // A sync round averages whole gradients, so each must cover the shard.
   if (absl::Status s = ValidateRanges(ranges, dtype, map_, options_.sync_rounds,
                                       kMaxGradientMagnitude, announced);
@@ -510,7 +515,7 @@ absl::StatusOr<PushOutcome> ShardStore::Push(absl::string_view push_id, v1::DTyp
     return reject(s);
   }
   if (options_.sync_rounds) {
-    absl::StatusOr<PushOutcome> held = HoldForRound(push_id, dtype, ranges);
+    absl::StatusOr<PushOutcome> held = HoldForRound(push_id, dtype, ranges, gradient_scale);
     if (!held.ok()) return reject(held.status());
     return held;
   }
@@ -527,8 +532,8 @@ absl::StatusOr<PushOutcome> ShardStore::Push(absl::string_view push_id, v1::DTyp
   if (recent_push_ids_.Contains(push_id)) return duplicate();
   if (absl::Status s = ValidateVersions(ranges); !s.ok()) return reject(s);
   if (!recent_push_ids_.Insert(push_id)) return duplicate();  // A racing twin.
-  if (staleness_.average) return HoldForAverage(push_id, dtype, ranges);
-  return Apply(dtype, ranges);
+  if (staleness_.average) return HoldForAverage(push_id, dtype, ranges, gradient_scale);
+  return Apply(dtype, ranges, gradient_scale);
 }
 
 AsyncView ShardStore::View(uint64_t staleness, uint64_t updates_done) const {
@@ -569,10 +574,10 @@ size_t ShardStore::held_pushes() const {
 }
 
 PushOutcome ShardStore::HoldForAverage(absl::string_view push_id, v1::DType dtype,
-                                       const std::vector<PayloadRange>& ranges) {
+                                       const std::vector<PayloadRange>& ranges, float scale) {
   // One live worker: nothing to average with, so no detour through the
   // FP32 sums (the transport's hot path when one trainer pushes).
-  if (AverageTarget() == 1 && held_pushes() == 0) return Apply(dtype, ranges);
+  if (AverageTarget() == 1 && held_pushes() == 0) return Apply(dtype, ranges, scale);
   PushOutcome outcome;
   outcome.averaged_later = true;
   for (const auto& [id, group] : GroupByPartition(ranges)) {
@@ -584,7 +589,7 @@ PushOutcome ShardStore::HoldForAverage(absl::string_view push_id, v1::DType dtyp
     outcome.staleness.push_back(staleness);
   }
   bool full = false;
-  RoundBuffer::Gradient copy = RoundBuffer::Copy(dtype, ranges);
+  RoundBuffer::Gradient copy = RoundBuffer::Copy(dtype, ranges, scale);
   {
     absl::MutexLock lock(&average_mu_);
     if (average_ == nullptr) average_ = std::make_unique<PushAverage>(map_.partitions().size());
@@ -660,7 +665,8 @@ void ShardStore::ApplyAverage(PushAverage::Batch batch) {
   pushes_applied_.fetch_add(batch.push_ids.size(), std::memory_order_relaxed);
 }
 
-PushOutcome ShardStore::Apply(v1::DType dtype, const std::vector<PayloadRange>& ranges) {
+PushOutcome ShardStore::Apply(v1::DType dtype, const std::vector<PayloadRange>& ranges,
+                              float scale) {
   const uint64_t step = global_step_.fetch_add(1);
   const double lr = schedule_.At(step);
   const size_t width = WireBytesPerElement(dtype);
@@ -676,7 +682,7 @@ PushOutcome ShardStore::Apply(v1::DType dtype, const std::vector<PayloadRange>& 
     float* state[2] = {nullptr, nullptr};
     for (const PayloadRange* r : group) {
       for (size_t s = 0; s < p.state.size(); ++s) state[s] = p.state[s].data() + r->offset;
-      optimizer_.Apply(p.weights.data() + r->offset, state, GradientView{dtype, r->bytes.data()},
+      optimizer_.Apply(p.weights.data() + r->offset, state, GradientView{dtype, r->bytes.data(), scale},
                        r->bytes.size() / width, static_cast<float>(how.lr), p.version,
                        how.compensation, how.beta1);
     }
@@ -690,8 +696,9 @@ PushOutcome ShardStore::Apply(v1::DType dtype, const std::vector<PayloadRange>& 
 }
 
 absl::StatusOr<PushOutcome> ShardStore::HoldForRound(absl::string_view push_id, v1::DType dtype,
-                                                     const std::vector<PayloadRange>& ranges) {
-  RoundBuffer::Gradient copy = RoundBuffer::Copy(dtype, ranges);  // Before locking.
+                                                     const std::vector<PayloadRange>& ranges,
+                                                     float scale) {
+  RoundBuffer::Gradient copy = RoundBuffer::Copy(dtype, ranges, scale);  // Before locking.
   absl::MutexLock lock(&round_mu_);
   if (absl::Status s = ValidateVersions(ranges); !s.ok()) return s;
   absl::StatusOr<bool> added = round_buffer_.Add(push_id, std::move(copy));
@@ -782,6 +789,19 @@ absl::StatusOr<uint64_t> ShardStore::ReadTo(
   char* out = place((*p)->version);
   EncodeFp32((*p)->weights.data(), static_cast<int64_t>((*p)->weights.size()), dtype, out);
   return (*p)->version;
+}
+
+bool ShardStore::WaitForVersion(uint32_t id, uint64_t min_version, absl::Time deadline) const {
+  absl::StatusOr<const PartitionState*> p = Owned(id);
+  if (!p.ok()) return false;
+  const PartitionState& partition = **p;
+  auto reached = [&partition, min_version]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return partition.version >= min_version;
+  };
+  // The writer that moves the version evaluates the condition as it unlocks.
+  const bool ok = partition.mu.ReaderLockWhenWithDeadline(absl::Condition(&reached), deadline);
+  partition.mu.ReaderUnlock();
+  return ok;
 }
 
 absl::StatusOr<uint64_t> ShardStore::Version(uint32_t id) const {

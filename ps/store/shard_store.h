@@ -126,10 +126,13 @@ class ShardStore {
   // computed before the last round was applied). With `announced`, the
   // ranges must cover exactly the announced elements of exactly the
   // announced partitions (INVALID_ARGUMENT otherwise): a stream cut short
-  // is refused even where each of its chunks is valid.
+  // is refused even where each of its chunks is valid. The update uses the
+  // gradient times `gradient_scale`, which must be finite and in (0, 1]
+  // (PushRequest.gradient_scale; INVALID_ARGUMENT otherwise).
   absl::StatusOr<PushOutcome> Push(absl::string_view push_id, v1::DType dtype,
                                    const std::vector<PayloadRange>& ranges,
-                                   const AnnouncedElements* announced = nullptr);
+                                   const AnnouncedElements* announced = nullptr,
+                                   float gradient_scale = 1.0f);
   // Checks a push's announcement before its payload is read: every id is a
   // partition this shard owns, with 1 to its size elements, and at least one
   // is announced. NOT_FOUND or INVALID_ARGUMENT otherwise.
@@ -151,6 +154,9 @@ class ShardStore {
   absl::StatusOr<uint64_t> ReadTo(uint32_t id, v1::DType dtype,
                                   const std::function<char*(uint64_t version)>& place) const;
   absl::StatusOr<uint64_t> Version(uint32_t id) const;
+  // Waits until partition `id` (owned) is at `min_version` or later, or
+  // `deadline`; returns whether it is.
+  bool WaitForVersion(uint32_t id, uint64_t min_version, absl::Time deadline) const;
 
   bool initialized() const { return initialized_.load(std::memory_order_acquire); }
   // Valid once initialized().
@@ -220,11 +226,11 @@ class ShardStore {
                               const PartitionMap& map, bool require_full_cover, float max_abs,
                               const AnnouncedElements* announced = nullptr) const;
   absl::Status ValidateVersions(const std::vector<PayloadRange>& ranges) const;
-  PushOutcome Apply(v1::DType dtype, const std::vector<PayloadRange>& ranges);
+  PushOutcome Apply(v1::DType dtype, const std::vector<PayloadRange>& ranges, float scale);
   // Async "avg": adds a push to the held ones, and applies them all as one
   // update once there are enough.
   PushOutcome HoldForAverage(absl::string_view push_id, v1::DType dtype,
-                             const std::vector<PayloadRange>& ranges)
+                             const std::vector<PayloadRange>& ranges, float scale)
       ABSL_SHARED_LOCKS_REQUIRED(export_mu_);
   // Takes the held pushes, if the oldest waited at least `age`, and applies
   // them as the next averaged update; false if there was nothing to apply.
@@ -238,7 +244,7 @@ class ShardStore {
   AsyncView View(uint64_t staleness, uint64_t updates_done) const;
   void ObserveStaleness(uint64_t staleness);
   absl::StatusOr<PushOutcome> HoldForRound(absl::string_view push_id, v1::DType dtype,
-                                           const std::vector<PayloadRange>& ranges);
+                                           const std::vector<PayloadRange>& ranges, float scale);
   // Makes a validated model visible to every other method.
   void Publish(const ModelLayout& layout, PartitionMap map,
                std::vector<std::unique_ptr<PartitionState>> partitions)

@@ -230,6 +230,12 @@ TEST_F(PsServiceTest, BadPushesAreRefusedAndChangeNothing) {
        grpc::StatusCode::OUT_OF_RANGE, "from the future"},
       {"empty push id", [](v1::PushRequest* p) { p->clear_push_id(); },
        grpc::StatusCode::INVALID_ARGUMENT, "push_id"},
+      {"NaN gradient_scale", [](v1::PushRequest* p) { p->set_gradient_scale(std::nanf("")); },
+       grpc::StatusCode::INVALID_ARGUMENT, "gradient_scale is nan"},
+      {"gradient_scale above 1", [](v1::PushRequest* p) { p->set_gradient_scale(2.0f); },
+       grpc::StatusCode::INVALID_ARGUMENT, "at most 1"},
+      {"negative gradient_scale", [](v1::PushRequest* p) { p->set_gradient_scale(-0.5f); },
+       grpc::StatusCode::INVALID_ARGUMENT, "above 0"},
       {"overlapping chunks",
        [&](v1::PushRequest* p) {
          v1::PartitionChunk* second = p->mutable_chunks(1);
@@ -246,6 +252,30 @@ TEST_F(PsServiceTest, BadPushesAreRefusedAndChangeNothing) {
     ExpectStatus(SendPush({p}), c.code, c.words);
     ExpectUntouched();
   }
+}
+
+TEST_F(PsServiceTest, AGradientScaleInTwoMessagesIsRefused) {
+  InitValid();
+  v1::PushRequest first = GoodPush();
+  first.set_gradient_scale(0.5f);
+  // The rest of the payload in a second message, which sets it again.
+  v1::PushRequest second;
+  *second.add_chunks() = first.chunks(first.chunks_size() - 1);
+  first.mutable_chunks()->RemoveLast();
+  second.set_gradient_scale(0.5f);
+  ExpectStatus(SendPush({first, second}), grpc::StatusCode::INVALID_ARGUMENT,
+               "gradient_scale in more than one message");
+  ExpectUntouched();
+  // Set once, in the last message: applied as the gradient times 0.5.
+  second.clear_gradient_scale();
+  first.clear_gradient_scale();
+  second.set_gradient_scale(0.5f);
+  ASSERT_TRUE(SendPush({first, second}).ok());
+  std::string bytes;
+  ASSERT_TRUE(store_->Read(own_[0], v1::DTYPE_FP32, &bytes).ok());
+  float w0 = 0;
+  ASSERT_TRUE(DecodeToFp32(v1::DTYPE_FP32, bytes.substr(0, 4), 1, &w0).ok());
+  EXPECT_EQ(w0, 1.0f - 0.25f * 0.5f);  // lr 0.25, gradient 1 x 0.5.
 }
 
 TEST_F(PsServiceTest, OversizedMessagesAndFloodsAreCutOff) {
@@ -276,6 +306,13 @@ TEST_F(PsServiceTest, BadPullsAreRefused) {
   mismatch.add_known_versions(0);
   mismatch.add_known_versions(0);
   ExpectStatus(SendPull(mismatch, &out), grpc::StatusCode::INVALID_ARGUMENT, "known versions");
+  v1::PullRequest min_mismatch;
+  min_mismatch.set_dtype(v1::DTYPE_FP32);
+  min_mismatch.add_partition_ids(own_[0]);
+  min_mismatch.add_min_versions(1);
+  min_mismatch.add_min_versions(1);
+  ExpectStatus(SendPull(min_mismatch, &out), grpc::StatusCode::INVALID_ARGUMENT,
+               "minimum versions");
   EXPECT_TRUE(out.empty());
 }
 

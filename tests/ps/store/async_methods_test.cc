@@ -37,14 +37,16 @@ ShardOptions Sgd(double lr) {
   return o;
 }
 
-// Pushes gradient g(i) = scale * (i + 1) based on `version`.
+// Pushes gradient g(i) = scale * (i + 1) based on `version`, with the
+// push's `gradient_scale`.
 absl::StatusOr<PushOutcome> PushScaled(ShardStore& store, const std::string& id, float scale,
-                                       uint64_t version) {
+                                       uint64_t version, float gradient_scale = 1.0f) {
   std::vector<float> g(kN);
   for (int64_t i = 0; i < kN; ++i) g[i] = scale * static_cast<float>(i + 1);
   std::string bytes;
   AppendEncoded(g.data(), kN, v1::DTYPE_FP32, &bytes);
-  return store.Push(id, v1::DTYPE_FP32, {PayloadRange{0, 0, bytes, version}});
+  return store.Push(id, v1::DTYPE_FP32, {PayloadRange{0, 0, bytes, version}}, nullptr,
+                    gradient_scale);
 }
 
 std::vector<float> Weights(const ShardStore& store) {
@@ -211,6 +213,67 @@ std::vector<double> AdamWReference(const std::vector<std::vector<double>>& grads
     }
   }
   return w;
+}
+
+// A push's gradient_scale (the clipping factor a streamed push learns last)
+// moves the weights exactly as the pre-scaled gradient would, on every path.
+TEST(GradientScaleTest, AScaledPushEqualsThePushOfTheScaledGradient) {
+  for (OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kAdamW}) {
+    ShardOptions o = Sgd(0.1);
+    o.optimizer.kind = kind;
+    auto scaled = Store(o);
+    auto prescaled = Store(o);
+    for (uint64_t step = 0; step < 3; ++step) {
+      ASSERT_TRUE(PushScaled(*scaled, absl::StrCat("s", step), 3.0f, step, 0.375f).ok());
+      ASSERT_TRUE(PushScaled(*prescaled, absl::StrCat("p", step), 3.0f * 0.375f, step).ok());
+    }
+    EXPECT_EQ(Weights(*scaled), Weights(*prescaled)) << static_cast<int>(kind);
+    EXPECT_NE(Weights(*scaled), std::vector<float>(kN, 1.0f));
+  }
+}
+
+TEST(GradientScaleTest, AveragedPushesAreScaledEachByItsOwnFactor) {
+  ShardOptions o = Sgd(0.5);
+  o.staleness.average = true;
+  o.staleness.average_pushes = 2;
+  auto store = Store(o);
+  ASSERT_TRUE(PushScaled(*store, "a", 2.0f, 0, 0.5f).ok());  // Counts as (i + 1).
+  ASSERT_TRUE(PushScaled(*store, "b", 3.0f, 0, 1.0f).ok());  // 3 (i + 1).
+  const std::vector<float> w = Weights(*store);
+  // The mean, 2 (i + 1), times lr 0.5: exact in binary.
+  for (int64_t i = 0; i < kN; ++i) EXPECT_EQ(w[i], 1.0f - static_cast<float>(i + 1)) << i;
+}
+
+TEST(GradientScaleTest, AnOutOfRangeScaleIsRefusedAndChangesNothing) {
+  auto store = Store(Sgd(0.1));
+  for (float bad : {0.0f, -0.5f, 1.5f, std::nanf(""), INFINITY}) {
+    auto r = PushScaled(*store, absl::StrCat("bad", bad), 1.0f, 0, bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+    EXPECT_NE(r.status().message().find("gradient_scale"), std::string::npos) << r.status();
+  }
+  EXPECT_EQ(Weights(*store), std::vector<float>(kN, 1.0f));
+  EXPECT_EQ(*store->Version(0), 0u);
+  EXPECT_EQ(Applied(*store), 0u);
+  // The same id is still free: nothing recorded it.
+  auto good = PushScaled(*store, "bad0", 1.0f, 0, 1.0f);
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_FALSE(good->duplicate);
+}
+
+TEST(WaitForVersionTest, ReturnsOnceAPushMovesThePartitionOrAtTheDeadline) {
+  auto store = Store(Sgd(0.1));
+  EXPECT_TRUE(store->WaitForVersion(0, 0, absl::Now()));
+  const absl::Time start = absl::Now();
+  EXPECT_FALSE(store->WaitForVersion(0, 1, start + absl::Milliseconds(100)));
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(100));
+  std::atomic<bool> woke{false};
+  std::thread waiter([&] { woke = store->WaitForVersion(0, 1, absl::Now() + absl::Seconds(30)); });
+  absl::SleepFor(absl::Milliseconds(50));
+  ASSERT_TRUE(PushScaled(*store, "a", 1.0f, 0).ok());
+  waiter.join();
+  EXPECT_TRUE(woke);
+  EXPECT_FALSE(store->WaitForVersion(7, 0, absl::Now()));  // Not owned.
 }
 
 TEST(AsyncMomentumTest, LowersBeta1ByTheImplicitMomentumOfTheRunningStaleness) {
