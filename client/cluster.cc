@@ -12,6 +12,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "client/gradient_stream.h"
+#include "client/shard_connection.h"
 #include "client/unreachable_wait.h"
 #include "common/chunk_frame.h"
 #include "common/fan_out_pool.h"
@@ -21,20 +23,6 @@
 #include "spotps/v1/parameter_server.grpc.pb.h"
 
 namespace spotps {
-
-struct ShardConnection {
-  std::string address;
-  std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<v1::ParameterServer::Stub> stub;
-  // Extra connections for parallel pull streams (see pull_streams_per_shard).
-  std::vector<std::shared_ptr<grpc::Channel>> pull_channels;
-  // Pull and Push travel as raw messages (common/chunk_frame.h), so that
-  // payloads skip protobuf's copies; these name them on the channels above.
-  grpc::internal::RpcMethod pull_method{"/spotps.v1.ParameterServer/Pull",
-                                        grpc::internal::RpcMethod::SERVER_STREAMING};
-  grpc::internal::RpcMethod push_method{"/spotps.v1.ParameterServer/Push",
-                                        grpc::internal::RpcMethod::CLIENT_STREAMING};
-};
 
 namespace {
 
@@ -142,13 +130,15 @@ class Cluster::Impl {
   absl::Status FetchLayout();
   absl::Status WaitForLayout(absl::Duration timeout);
   std::string Addresses() const;
-  absl::Status Pull(v1::DType wire_dtype, WeightSnapshot* snapshot);
+  absl::Status Pull(v1::DType wire_dtype, WeightSnapshot* snapshot, const PullOptions& options);
   absl::StatusOr<std::vector<float>> PullTensor(absl::string_view name, v1::DType wire_dtype);
   absl::StatusOr<PushResult> Push(absl::Span<const float> gradient,
                                   absl::Span<const uint64_t> base_versions, v1::DType wire_dtype,
                                   std::string push_id);
   absl::StatusOr<PushResult> PushTensors(
       const std::vector<std::pair<std::string, absl::Span<const float>>>& gradients,
+      absl::Span<const uint64_t> base_versions, v1::DType wire_dtype, std::string push_id);
+  absl::StatusOr<std::unique_ptr<GradientStream>> StartPush(
       absl::Span<const uint64_t> base_versions, v1::DType wire_dtype, std::string push_id);
   absl::StatusOr<std::vector<v1::StatsResponse>> Stats();
   std::string NewPushId();
@@ -178,16 +168,25 @@ class Cluster::Impl {
   absl::Status CallWithRetry(size_t shard, absl::string_view method,
                              const std::function<grpc::Status(grpc::ClientContext*)>& attempt);
   absl::Status SetLayout(const ModelLayout& layout);
-  // Pulls partitions `ids` of one shard. With `known`, a partition is sent
-  // only if its version differs from known[id]; `versions`, if given, gets
-  // the version of each partition that arrived whole.
-  absl::Status PullShard(size_t shard, v1::DType dtype, const std::vector<uint32_t>& ids,
-                         const std::vector<uint64_t>* known, FlatDestination dst,
-                         std::vector<uint64_t>* versions, PullCounters* counters);
-  absl::Status PullLane(size_t shard, grpc::Channel& channel, v1::DType dtype,
-                        const std::vector<uint32_t>& ids, const std::vector<uint64_t>* known,
-                        FlatDestination dst, std::vector<uint64_t>* versions,
-                        PullCounters* counters);
+  // What one pull asks for and where its values go.
+  struct PullJob {
+    v1::DType dtype = v1::DTYPE_BF16;
+    // A partition is sent only if its version differs from known[id].
+    const std::vector<uint64_t>* known = nullptr;
+    // PullRequest.min_versions, by partition id.
+    const std::vector<uint64_t>* min_versions = nullptr;
+    FlatDestination dst{};
+    // Gets the version of each partition that arrived whole.
+    std::vector<uint64_t>* versions = nullptr;
+    // Told each partition that arrived whole (from the pull's threads).
+    const std::function<void(uint32_t)>* on_partition = nullptr;
+  };
+  // Pulls partitions `ids` of one shard.
+  absl::Status PullShard(size_t shard, const std::vector<uint32_t>& ids, const PullJob& job,
+                         PullCounters* counters);
+  // Over one connection; a retry asks only for what has not arrived whole.
+  absl::Status PullLane(size_t shard, grpc::Channel& channel, std::vector<uint32_t> ids,
+                        const PullJob& job, PullCounters* counters);
   absl::StatusOr<PushResult> PushSpans(const std::vector<FlatSpan>& spans,
                                        absl::Span<const uint64_t> base_versions,
                                        v1::DType wire_dtype, std::string push_id);
@@ -355,21 +354,16 @@ absl::StatusOr<bool> Cluster::Impl::Init(const ModelLayout& layout,
   return std::all_of(applied.begin(), applied.end(), [](char a) { return a != 0; });
 }
 
-absl::Status Cluster::Impl::PullShard(size_t shard, v1::DType dtype,
-                                      const std::vector<uint32_t>& ids,
-                                      const std::vector<uint64_t>* known, FlatDestination dst,
-                                      std::vector<uint64_t>* versions, PullCounters* counters) {
+absl::Status Cluster::Impl::PullShard(size_t shard, const std::vector<uint32_t>& ids,
+                                      const PullJob& job, PullCounters* counters) {
   const size_t lanes = std::min(shards_[shard]->pull_channels.size(), ids.size());
-  if (lanes <= 1) {
-    return PullLane(shard, *shards_[shard]->pull_channels[0], dtype, ids, known, dst, versions,
-                    counters);
-  }
+  if (lanes <= 1) return PullLane(shard, *shards_[shard]->pull_channels[0], ids, job, counters);
   std::vector<std::vector<uint32_t>> lane_ids(lanes);
   for (size_t i = 0; i < ids.size(); ++i) lane_ids[i % lanes].push_back(ids[i]);
   std::vector<PullCounters> lane_counters(lanes);
   absl::Status s = pool_.Run(lanes, [&](size_t l) {
-    return PullLane(shard, *shards_[shard]->pull_channels[l], dtype, lane_ids[l], known, dst,
-                    versions, &lane_counters[l]);
+    return PullLane(shard, *shards_[shard]->pull_channels[l], lane_ids[l], job,
+                    &lane_counters[l]);
   });
   for (const PullCounters& c : lane_counters) {
     counters->bytes += c.bytes;
@@ -378,20 +372,31 @@ absl::Status Cluster::Impl::PullShard(size_t shard, v1::DType dtype,
   return s;
 }
 
-absl::Status Cluster::Impl::PullLane(size_t shard, grpc::Channel& channel, v1::DType dtype,
-                                     const std::vector<uint32_t>& ids,
-                                     const std::vector<uint64_t>* known, FlatDestination dst,
-                                     std::vector<uint64_t>* versions, PullCounters* counters) {
-  const int64_t width = static_cast<int64_t>(WireBytesPerElement(dtype));
+absl::Status Cluster::Impl::PullLane(size_t shard, grpc::Channel& channel,
+                                     std::vector<uint32_t> ids, const PullJob& job,
+                                     PullCounters* counters) {
+  const int64_t width = static_cast<int64_t>(WireBytesPerElement(job.dtype));
+  const FlatDestination& dst = job.dst;
   std::map<uint32_t, int64_t> received;
   return CallWithRetry(shard, "Pull", [&](grpc::ClientContext* ctx) {
+    // Partitions that arrived whole in an earlier attempt are not asked
+    // for again: a caller may be reading them already.
+    ids.erase(std::remove_if(ids.begin(), ids.end(),
+                             [&](uint32_t id) {
+                               auto r = received.find(id);
+                               return r != received.end() &&
+                                      r->second == map_.partitions()[id].num_elements;
+                             }),
+              ids.end());
+    received.clear();
+    if (ids.empty()) return grpc::Status::OK;
     v1::PullRequest request;
-    request.set_dtype(dtype);
+    request.set_dtype(job.dtype);
     for (uint32_t id : ids) {
       request.add_partition_ids(id);
-      if (known != nullptr) request.add_known_versions((*known)[id]);
+      if (job.known != nullptr) request.add_known_versions((*job.known)[id]);
+      if (job.min_versions != nullptr) request.add_min_versions((*job.min_versions)[id]);
     }
-    received.clear();
     std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
         grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
             &channel, shards_[shard]->pull_method, ctx, request));
@@ -407,7 +412,7 @@ absl::Status Cluster::Impl::PullLane(size_t shard, grpc::Channel& channel, v1::D
       for (const ChunkView& chunk : frame.chunks()) {
         const Partition* p = map_.Find(chunk.partition_id);
         const int64_t n = static_cast<int64_t>(chunk.payload_bytes) / width;
-        if (fields.dtype() != dtype || p == nullptr || p->shard != shard ||
+        if (fields.dtype() != job.dtype || p == nullptr || p->shard != shard ||
             chunk.payload_bytes % width != 0 ||
             chunk.offset > static_cast<uint64_t>(p->num_elements) ||
             static_cast<int64_t>(chunk.offset) + n > p->num_elements) {
@@ -421,12 +426,13 @@ absl::Status Cluster::Impl::PullLane(size_t shard, grpc::Channel& channel, v1::D
         if (begin < end) {
           // Decoded straight out of the received slices.
           const int64_t skip = begin - p->flat_begin - static_cast<int64_t>(chunk.offset);
-          chunk.DecodePayload(dtype, skip, end - begin, dst.values + (begin - dst.flat_begin));
+          chunk.DecodePayload(job.dtype, skip, end - begin, dst.values + (begin - dst.flat_begin));
         }
         counters->bytes += static_cast<int64_t>(chunk.payload_bytes);
         if ((received[chunk.partition_id] += n) == p->num_elements) {
-          if (versions != nullptr) (*versions)[chunk.partition_id] = chunk.version;
+          if (job.versions != nullptr) (*job.versions)[chunk.partition_id] = chunk.version;
           counters->partitions += 1;
+          if (job.on_partition != nullptr) (*job.on_partition)(chunk.partition_id);
         }
       }
     }
@@ -439,11 +445,17 @@ absl::Status Cluster::Impl::PullLane(size_t shard, grpc::Channel& channel, v1::D
   });
 }
 
-absl::Status Cluster::Impl::Pull(v1::DType wire_dtype, WeightSnapshot* snapshot) {
+absl::Status Cluster::Impl::Pull(v1::DType wire_dtype, WeightSnapshot* snapshot,
+                                 const PullOptions& options) {
   if (!has_layout_)
     return absl::FailedPreconditionError("Pull: layout not known; call FetchLayout");
   if (!IsValidWireDType(wire_dtype)) return absl::InvalidArgumentError("Pull: bad wire dtype");
   const size_t num_partitions = map_.partitions().size();
+  if (!options.min_versions.empty() && options.min_versions.size() != num_partitions) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "Pull: %d minimum versions for %d partitions", options.min_versions.size(),
+        num_partitions));
+  }
   const bool conditional =
       snapshot->versions.size() == num_partitions &&
       static_cast<int64_t>(snapshot->values.size()) == layout_.total_elements();
@@ -456,10 +468,15 @@ absl::Status Cluster::Impl::Pull(v1::DType wire_dtype, WeightSnapshot* snapshot)
   // pull leaves no partition marked fresh that is not.
   const std::vector<uint64_t> known = snapshot->versions;
   std::vector<PullCounters> counters(shards_.size());
-  const FlatDestination dst{0, snapshot->values.data(), layout_.total_elements()};
+  PullJob job;
+  job.dtype = wire_dtype;
+  job.known = conditional ? &known : nullptr;
+  job.min_versions = options.min_versions.empty() ? nullptr : &options.min_versions;
+  job.dst = FlatDestination{0, snapshot->values.data(), layout_.total_elements()};
+  job.versions = &snapshot->versions;
+  job.on_partition = options.on_partition ? &options.on_partition : nullptr;
   absl::Status s = ForEachShard([&](size_t i) {
-    return PullShard(i, wire_dtype, map_.PartitionsOfShard(i), conditional ? &known : nullptr, dst,
-                     &snapshot->versions, &counters[i]);
+    return PullShard(i, map_.PartitionsOfShard(i), job, &counters[i]);
   });
   snapshot->bytes_received = 0;
   snapshot->partitions_received = 0;
@@ -483,11 +500,13 @@ absl::StatusOr<std::vector<float>> Cluster::Impl::PullTensor(absl::string_view n
   for (const PartitionRange& r : map_.Cover(slot->flat_offset, slot->num_elements)) {
     ids[map_.partitions()[r.partition_id].shard].push_back(r.partition_id);
   }
-  const FlatDestination dst{slot->flat_offset, out.data(), slot->num_elements};
+  PullJob job;
+  job.dtype = wire_dtype;
+  job.dst = FlatDestination{slot->flat_offset, out.data(), slot->num_elements};
   std::vector<PullCounters> counters(shards_.size());
   absl::Status s = ForEachShard([&](size_t i) {
     if (ids[i].empty()) return absl::OkStatus();
-    return PullShard(i, wire_dtype, ids[i], nullptr, dst, nullptr, &counters[i]);
+    return PullShard(i, ids[i], job, &counters[i]);
   });
   if (!s.ok()) return s;
   return out;
@@ -543,58 +562,48 @@ absl::StatusOr<PushResult> Cluster::Impl::PushSpans(const std::vector<FlatSpan>&
                                   r.num_elements, base_versions[r.partition_id]});
     }
   }
-  std::vector<v1::PushResponse> replies(shards_.size());
-  std::vector<char> contacted(shards_.size(), 0);
+  const int64_t width = static_cast<int64_t>(WireBytesPerElement(wire_dtype));
+  const std::string worker_id = absl::StrFormat("%016x", push_id_prefix_);
+  std::vector<ShardPushReply> replies(shards_.size());
   absl::Status s = ForEachShard([&](size_t i) {
     if (sources[i].empty()) return absl::OkStatus();
-    contacted[i] = 1;
+    replies[i].contacted = true;
+    std::map<uint32_t, int64_t> announced;
+    for (const ChunkSource& src : sources[i]) {
+      announced[src.partition_id] += src.num_elements;
+      replies[i].bytes += src.num_elements * width;
+    }
+    const v1::PushRequest header = PushHeader(push_id, wire_dtype, worker_id, announced);
     return CallWithRetry(i, "Push", [&](grpc::ClientContext* ctx) {
       std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> writer(
           grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(
-              shards_[i]->channel.get(), shards_[i]->push_method, ctx, &replies[i]));
-      v1::PushRequest header;
-      header.set_push_id(push_id);
-      header.set_dtype(wire_dtype);
-      // Lets every shard count the workers that push to it ("avg"'s k).
-      header.set_worker_id(absl::StrFormat("%016x", push_id_prefix_));
-      // The shard applies the push only if the stream carries exactly this.
-      std::map<uint32_t, int64_t> announced;
-      for (const ChunkSource& src : sources[i]) announced[src.partition_id] += src.num_elements;
-      for (const auto& [id, n] : announced) {
-        v1::PartitionCount* count = header.add_announced();
-        count->set_partition_id(id);
-        count->set_num_elements(static_cast<uint64_t>(n));
-      }
+              shards_[i]->channel.get(), shards_[i]->push_method, ctx, &replies[i].reply));
       WritePushFrames(writer.get(), header, sources[i], wire_dtype, options_.message_bytes);
       return writer->Finish();
     });
   });
   if (!s.ok()) return s;
-  PushResult result;
-  result.duplicate = true;
-  const int64_t width = static_cast<int64_t>(WireBytesPerElement(wire_dtype));
-  int deferring = 0, contacted_count = 0;
-  for (size_t i = 0; i < shards_.size(); ++i) {
-    if (!contacted[i]) continue;
-    contacted_count += 1;
-    deferring += replies[i].deferred() ? 1 : 0;
-    result.duplicate = result.duplicate && replies[i].duplicate();
-    result.deferred = result.deferred || replies[i].deferred();
-    result.compute_on_fresh_weights =
-        result.compute_on_fresh_weights || replies[i].compute_on_fresh_weights();
-    result.global_step = std::max(result.global_step, replies[i].global_step());
-    for (uint64_t st : replies[i].staleness()) {
-      result.max_staleness = std::max(result.max_staleness, st);
-    }
-    for (const ChunkSource& src : sources[i]) result.bytes_sent += src.num_elements * width;
+  return CombinePushReplies(replies, map_.partitions().size());
+}
+
+absl::StatusOr<std::unique_ptr<GradientStream>> Cluster::Impl::StartPush(
+    absl::Span<const uint64_t> base_versions, v1::DType wire_dtype, std::string push_id) {
+  if (!has_layout_) return absl::FailedPreconditionError("StartPush: layout not known");
+  if (!IsValidWireDType(wire_dtype)) return absl::InvalidArgumentError("StartPush: bad wire dtype");
+  if (base_versions.size() != map_.partitions().size()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "StartPush: %d base versions for %d partitions", base_versions.size(),
+        map_.partitions().size()));
   }
-  if (deferring != 0 && deferring != contacted_count) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "Push: %d of %d shards run --consistency=sync and held the gradient, the others applied "
-        "it: give every shard the same --consistency",
-        deferring, contacted_count));
-  }
-  return result;
+  GradientStreamOptions options;
+  options.push_id = push_id.empty() ? NewPushId() : std::move(push_id);
+  options.worker_id = absl::StrFormat("%016x", push_id_prefix_);
+  options.dtype = wire_dtype;
+  options.deadline = options_.retry.deadline;
+  options.message_bytes = options_.message_bytes;
+  std::vector<ShardConnection*> shards;
+  for (const std::unique_ptr<ShardConnection>& shard : shards_) shards.push_back(shard.get());
+  return OpenGradientStream(shards, map_, base_versions, options);
 }
 
 absl::StatusOr<std::vector<v1::StatsResponse>> Cluster::Impl::Stats() {
@@ -630,7 +639,11 @@ const std::string& Cluster::shard_address(size_t shard) const {
 std::string Cluster::addresses() const { return impl_->Addresses(); }
 const ChannelSecurity& Cluster::security() const { return impl_->options().security; }
 absl::Status Cluster::Pull(v1::DType wire_dtype, WeightSnapshot* snapshot) {
-  return impl_->Pull(wire_dtype, snapshot);
+  return impl_->Pull(wire_dtype, snapshot, PullOptions());
+}
+absl::Status Cluster::Pull(v1::DType wire_dtype, WeightSnapshot* snapshot,
+                           const PullOptions& options) {
+  return impl_->Pull(wire_dtype, snapshot, options);
 }
 absl::StatusOr<std::vector<float>> Cluster::PullTensor(absl::string_view name,
                                                        v1::DType wire_dtype) {
@@ -645,6 +658,10 @@ absl::StatusOr<PushResult> Cluster::PushTensors(
     const std::vector<std::pair<std::string, absl::Span<const float>>>& gradients,
     absl::Span<const uint64_t> base_versions, v1::DType wire_dtype, std::string push_id) {
   return impl_->PushTensors(gradients, base_versions, wire_dtype, std::move(push_id));
+}
+absl::StatusOr<std::unique_ptr<GradientStream>> Cluster::StartPush(
+    absl::Span<const uint64_t> base_versions, v1::DType wire_dtype, std::string push_id) {
+  return impl_->StartPush(base_versions, wire_dtype, std::move(push_id));
 }
 absl::StatusOr<std::vector<v1::StatsResponse>> Cluster::Stats() { return impl_->Stats(); }
 std::string Cluster::NewPushId() { return impl_->NewPushId(); }

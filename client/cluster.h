@@ -33,6 +33,7 @@
 #define SPOTPS_CLIENT_CLUSTER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -78,6 +79,19 @@ struct WeightSnapshot {
   int64_t bytes_received = 0;       // Payload bytes of the last Pull.
 };
 
+// Optional parts of a pull.
+struct PullOptions {
+  // Empty, or one per partition: a partition is sent once its version is at
+  // least this (PullRequest.min_versions): a trainer asks for the update
+  // its push is in while the shards still apply it. A shard waits about
+  // twice its --average_wait_ms at most, then sends what it has.
+  std::vector<uint64_t> min_versions;
+  // Called with each partition's id once it has arrived whole, from the
+  // pull's threads (so that a model can start on the first layers while the
+  // later ones are still on their way). May be empty.
+  std::function<void(uint32_t partition_id)> on_partition;
+};
+
 struct PushResult {
   bool duplicate = false;  // Every shard had already applied this push id.
   // Shards in sync mode hold the gradient for the open round; it is applied
@@ -89,6 +103,31 @@ struct PushResult {
   uint64_t max_staleness = 0;
   uint64_t global_step = 0;  // Highest shard global step after the push.
   int64_t bytes_sent = 0;
+  // By partition id, the version each shard reported after the push
+  // (kNoVersion for partitions it did not report: duplicates, sync mode).
+  std::vector<uint64_t> versions;
+};
+
+// A push sent partition by partition while its gradient is still being
+// computed (Cluster::StartPush), so that the transfer overlaps the
+// computation. Each shard applies its part whole or not at all, as with
+// Cluster::Push. One attempt, without retries: when Finish fails, push the
+// whole gradient with Cluster::Push under the same push id (shards that
+// applied this stream answer duplicate). Not thread-safe.
+class GradientStream {
+ public:
+  virtual ~GradientStream() = default;  // Cancels the push unless finished.
+  // Sends partition `partition_id`'s gradient, values[0, its size), FP32,
+  // as soon as it makes a message (encoded on the calling thread). Each
+  // partition once, in any order; `values` must stay valid until Finish.
+  virtual void Send(uint32_t partition_id, const float* values) = 0;
+  // Sends what is left with `gradient_scale` (the shards use the gradient
+  // times it; in (0, 1]), closes every shard's stream, runs `after_sent`
+  // if given (a pull of the update this push is in may start there), and
+  // waits for the shards' answers. FAILED_PRECONDITION, sending nothing
+  // more, when a partition was not sent.
+  virtual absl::StatusOr<PushResult> Finish(float gradient_scale = 1.0f,
+                                            const std::function<void()>& after_sent = {}) = 0;
 };
 
 // A flat range of the parameter space and the values for it.
@@ -147,6 +186,7 @@ class Cluster {
   // may hold some new values but keep their old version, so the next Pull
   // fetches them again.
   absl::Status Pull(v1::DType wire_dtype, WeightSnapshot* snapshot);
+  absl::Status Pull(v1::DType wire_dtype, WeightSnapshot* snapshot, const PullOptions& options);
   // Pulls one named tensor (always the current values). NOT_FOUND for an
   // unknown name.
   absl::StatusOr<std::vector<float>> PullTensor(absl::string_view name, v1::DType wire_dtype);
@@ -159,6 +199,10 @@ class Cluster {
   absl::StatusOr<PushResult> Push(absl::Span<const float> gradient,
                                   absl::Span<const uint64_t> base_versions, v1::DType wire_dtype,
                                   std::string push_id = {});
+  // Opens a push of the whole flat space whose partitions the caller sends
+  // as they become ready (GradientStream). Same arguments as Push.
+  absl::StatusOr<std::unique_ptr<GradientStream>> StartPush(
+      absl::Span<const uint64_t> base_versions, v1::DType wire_dtype, std::string push_id = {});
   // Pushes gradients for named tensors only; the shard applies the optimizer
   // to exactly those elements. NOT_FOUND for an unknown name.
   absl::StatusOr<PushResult> PushTensors(

@@ -60,6 +60,12 @@ void UseSingleThreadedConversion() {
   }
 }
 
+SingleThreadedConversionScope::SingleThreadedConversionScope() : previous_(omp_get_max_threads()) {
+  omp_set_num_threads(1);
+}
+
+SingleThreadedConversionScope::~SingleThreadedConversionScope() { omp_set_num_threads(previous_); }
+
 size_t WireBytesPerElement(v1::DType dtype) {
   switch (dtype) {
     case v1::DTYPE_FP32:

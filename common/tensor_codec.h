@@ -36,6 +36,18 @@ void EncodeFp32(const float* src, int64_t n, v1::DType dtype, char* dst);
 // otherwise fans out to OpenMP workers, which on a small machine only spin
 // against the other RPCs converting at the same time (shard handlers).
 void UseSingleThreadedConversion();
+// The same for the scope's lifetime: the thread's OpenMP setting comes back
+// at its end (for a thread that also computes, such as a trainer's).
+class SingleThreadedConversionScope {
+ public:
+  SingleThreadedConversionScope();
+  ~SingleThreadedConversionScope();
+  SingleThreadedConversionScope(const SingleThreadedConversionScope&) = delete;
+  SingleThreadedConversionScope& operator=(const SingleThreadedConversionScope&) = delete;
+
+ private:
+  const int previous_;
+};
 // Appends the encoding of n values to *out.
 void AppendEncoded(const float* src, int64_t n, v1::DType dtype, std::string* out);
 
