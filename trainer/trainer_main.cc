@@ -58,6 +58,10 @@ ABSL_FLAG(int64_t, log_every, 10, "Progress line every N steps.");
 ABSL_FLAG(int64_t, eval_every, 0, "Validation loss every N steps; 0: only at the end.");
 ABSL_FLAG(int64_t, eval_batches, 8, "Validation batches per evaluation; 0: none.");
 ABSL_FLAG(bool, overlap, true, "Overlap pull/push with compute.");
+ABSL_FLAG(bool, push_during_backward, true,
+          "Where the push follows the step (the shards' default fresh mode, sync mode, "
+          "--overlap=false): send each partition's gradient as soon as backward has produced it. "
+          "false: after backward, all at once.");
 ABSL_FLAG(int64_t, first_step_batch, 1,
           "Join ramp: train the first unit in two steps, its first N sequences and then the "
           "rest, so that a newly started worker pushes its first gradient after a short step "
@@ -197,6 +201,7 @@ absl::StatusOr<spotps::TrainingOptions> OptionsFromFlags(const spotps::TrainingD
   o.eval_every = absl::GetFlag(FLAGS_eval_every);
   o.eval_batches = absl::GetFlag(FLAGS_eval_batches);
   o.overlap = absl::GetFlag(FLAGS_overlap);
+  o.push_during_backward = absl::GetFlag(FLAGS_push_during_backward);
   o.first_step_batch = absl::GetFlag(FLAGS_first_step_batch);
   o.transfer_nice = absl::GetFlag(FLAGS_transfer_nice);
   o.unavailable_timeout = absl::Seconds(absl::GetFlag(FLAGS_ps_timeout_s));

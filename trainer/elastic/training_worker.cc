@@ -15,6 +15,15 @@ namespace {
 
 double MillisSince(absl::Time start) { return absl::ToDoubleMilliseconds(absl::Now() - start); }
 
+// The factor clip_grad_norm_ scales a gradient of squared norm `squares` by
+// (its epsilon included): 1 when the norm is within `clip_norm`, or when
+// clipping is off (clip_norm <= 0).
+float ClipFactor(double squares, double clip_norm) {
+  if (clip_norm <= 0) return 1.0f;
+  const double factor = clip_norm / (std::sqrt(squares) + 1e-6);
+  return factor < 1.0 ? static_cast<float>(factor) : 1.0f;
+}
+
 // "val_loss 1.2345" and, for classification, " val_accuracy 0.8125".
 std::string EvaluationText(const Evaluation& e) {
   std::string text = absl::StrFormat("val_loss %.4f", e.loss);
@@ -112,16 +121,15 @@ TrainingWorker::TrainingWorker(Cluster* cluster, std::unique_ptr<TrainableModel>
       options_(options),
       wire_dtype_(options.dtype == ComputeDType::kBF16 ? v1::DTYPE_BF16 : v1::DTYPE_FP32),
       sync_(work.membership != nullptr && work.membership->consistency() == v1::CONSISTENCY_SYNC),
-      gradient_(binding_.layout().total_elements(), 0.0f) {
-  for (auto& [name, p] : model_->Parameters()) parameters_.push_back(p);
-}
+      gradient_(binding_.layout().total_elements(), 0.0f),
+      backward_push_(std::make_unique<BackwardPush>(binding_, cluster->partition_map())) {}
 
-absl::Status TrainingWorker::PullWithRecovery() {
+absl::Status TrainingWorker::PullWithRecovery(const PullOptions& options) {
   const absl::Time start = absl::Now();
   absl::Status s = UnreachableWait(absl::StrCat("the shards at ", cluster_->addresses(), " to pull"),
                                    options_.unavailable_timeout)
-                       .Retry([this] {
-                         return cluster_->Pull(wire_dtype_, &buffers_[PullTarget()]);
+                       .Retry([&] {
+                         return cluster_->Pull(wire_dtype_, &buffers_[PullTarget()], options);
                        });
   if (!s.ok()) return s;
   pulled_ = PullTarget();
@@ -131,20 +139,47 @@ absl::Status TrainingWorker::PullWithRecovery() {
   return s;
 }
 
+bool TrainingWorker::PulledBefore(const std::vector<uint64_t>& versions) const {
+  if (pulled_ < 0) return true;
+  const std::vector<uint64_t>& have = buffers_[pulled_].versions;
+  for (size_t p = 0; p < versions.size() && p < have.size(); ++p) {
+    if (versions[p] != kNoVersion && (have[p] == kNoVersion || have[p] < versions[p])) return true;
+  }
+  return false;
+}
+
 void TrainingWorker::BindNewestWeights() {
   if (pulled_ < 0 || pulled_ == bound_) return;
   binding_.BindTo(absl::MakeSpan(buffers_[pulled_].values));
   bound_ = pulled_;
 }
 
-absl::StatusOr<bool> TrainingWorker::PushWithRecovery(const std::string& push_id) {
+absl::StatusOr<PushResult> TrainingWorker::FinishStreamedPush(
+    const std::function<void()>& after_sent) {
+  std::unique_ptr<GradientStream> stream = std::move(stream_);
+  absl::StatusOr<PushResult> r = stream->Finish(gradient_scale_, after_sent);
+  if (!r.ok()) {
+    LogInfo(absl::StrCat("the push streamed during backward failed (", r.status().message(),
+                         "): pushing the whole gradient again under the same id"));
+    // From here on gradient_ itself is what gets pushed.
+    for (float& g : gradient_) g *= gradient_scale_;
+    gradient_scale_ = 1.0f;
+  }
+  return r;
+}
+
+absl::StatusOr<bool> TrainingWorker::PushWithRecovery(const std::string& push_id,
+                                                      const std::function<void()>& after_sent) {
   const absl::Time start = absl::Now();
-  absl::StatusOr<PushResult> r =
-      UnreachableWait(absl::StrCat("the shards at ", cluster_->addresses(), " to push"),
-                      options_.unavailable_timeout)
-          .Retry<PushResult>([&] {
-            return cluster_->Push(gradient_, base_versions_, wire_dtype_, push_id);
-          });
+  absl::StatusOr<PushResult> r = absl::UnknownError("not pushed yet");
+  if (stream_ != nullptr) r = FinishStreamedPush(after_sent);
+  if (!r.ok()) {
+    r = UnreachableWait(absl::StrCat("the shards at ", cluster_->addresses(), " to push"),
+                        options_.unavailable_timeout)
+            .Retry<PushResult>([&] {
+              return cluster_->Push(gradient_, base_versions_, wire_dtype_, push_id);
+            });
+  }
   if (r.ok() && r->deferred && !sync_) {
     return absl::FailedPreconditionError(
         "the shards run --consistency=sync and hold every gradient for a round that only "
@@ -158,6 +193,7 @@ absl::StatusOr<bool> TrainingWorker::PushWithRecovery(const std::string& push_id
     }
     staleness_sum_ += static_cast<double>(r->max_staleness);
     fresh_ = r->compute_on_fresh_weights;
+    push_versions_ = std::move(r->versions);
     return true;
   }
   // Too stale, or based on versions a restarted shard no longer has: the
@@ -173,9 +209,27 @@ absl::StatusOr<bool> TrainingWorker::PushWithRecovery(const std::string& push_id
 absl::Status TrainingWorker::PushPending() { return PushThen(nullptr); }
 
 absl::Status TrainingWorker::PushThen(const std::function<absl::Status()>& alongside_settle) {
-  const std::string push_id = cluster_->NewPushId();  // Kept across retries.
-  absl::StatusOr<bool> applied = PushWithRecovery(push_id);
-  if (!applied.ok()) return applied.status();
+  const std::string push_id = pending_push_id_;  // Kept across retries.
+  // A "fresh" push that went out during backward: once it is sent, the
+  // pull of the update it is in starts, and gets each partition as soon as
+  // the shards have applied it (PullOptions::min_versions) instead of after
+  // the whole update and a round trip.
+  std::future<absl::Status> early_pull;
+  std::function<void()> start_pull;
+  if (alongside_settle != nullptr && fresh_ && stream_ != nullptr) {
+    start_pull = [this, &early_pull] {
+      PullOptions options;
+      for (uint64_t v : base_versions_) options.min_versions.push_back(v + 1);
+      early_pull = std::async(std::launch::async, [this, options = std::move(options)] {
+        return PullWithRecovery(options);
+      });
+    };
+  }
+  absl::StatusOr<bool> applied = PushWithRecovery(push_id, start_pull);
+  if (!applied.ok()) {
+    if (early_pull.valid()) early_pull.get().IgnoreError();
+    return applied.status();
+  }
   if (alongside_settle == nullptr) {
     SettleUnit(*applied, push_id);
     return absl::OkStatus();
@@ -187,7 +241,16 @@ absl::Status TrainingWorker::PushThen(const std::function<absl::Status()>& along
     SettleUnit(*applied, push_id);
     if (fresh_ && !leased_ahead_.has_value()) LeaseAhead();
   });
-  absl::Status alongside = alongside_settle();
+  absl::Status alongside;
+  if (early_pull.valid()) {
+    alongside = early_pull.get();
+    // Exact, as the push's own answer says: a partition that came back at
+    // an update without this push (another worker's, applied first) is
+    // pulled again.
+    if (alongside.ok() && *applied && PulledBefore(push_versions_)) alongside = alongside_settle();
+  } else {
+    alongside = alongside_settle();
+  }
   settled.get();
   return alongside;
 }
@@ -266,27 +329,66 @@ absl::StatusOr<std::optional<TrainingWorker::Unit>> TrainingWorker::NextUnit(
 }
 
 absl::StatusOr<double> TrainingWorker::ComputeGradient(uint64_t data_unit, int64_t row_begin,
-                                                       int64_t row_end) {
+                                                       int64_t row_end,
+                                                       const std::vector<uint64_t>* stream_versions) {
   absl::StatusOr<TrainingBatch> batch =
       data_->TrainBatch(options_.data_seed, data_unit, options_.batch_size, options_.seq_len);
   if (!batch.ok()) return batch.status();
   if (row_begin > 0 || row_end < options_.batch_size) *batch = batch->Rows(row_begin, row_end);
-  for (torch::Tensor& p : parameters_) p.mutable_grad().reset();
+  // A handle copy shares the parameter; its grad is the parameter's.
+  for (torch::Tensor p : binding_.parameters()) p.mutable_grad().reset();
   absl::StatusOr<torch::Tensor> loss = ComputeLoss(*model_, *batch, options_.dtype);
   if (!loss.ok()) return loss.status();
-  absl::StatusOr<double> value = CatchTorchErrors([&] {
-    loss->backward();
-    if (options_.clip_norm > 0) torch::nn::utils::clip_grad_norm_(parameters_, options_.clip_norm);
-    return loss->item<double>();
-  });
+  absl::StatusOr<double> value = CatchTorchErrors([&] { return loss->item<double>(); });
+  if (!value.ok()) return value.status();
   // A diverged or broken model: its gradient would be refused (or poison
   // the weights), so nothing of it is pushed.
-  if (value.ok() && !std::isfinite(*value)) {
+  if (!std::isfinite(*value)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the loss of ", model_->name(), " is ", *value, " on unit ", data_unit,
         ": its gradient is not pushed (a broken model, or training diverged: lower --lr)"));
   }
+  if (stream_versions != nullptr) {
+    pending_push_id_ = cluster_->NewPushId();
+    absl::StatusOr<std::unique_ptr<GradientStream>> stream =
+        cluster_->StartPush(*stream_versions, wire_dtype_, pending_push_id_);
+    if (!stream.ok()) return stream.status();
+    stream_ = *std::move(stream);
+    backward_push_->Begin(stream_.get(), absl::MakeSpan(gradient_));
+  }
+  absl::Status backward = CatchTorchErrors([&] {
+                            loss->backward();
+                            return true;
+                          }).status();
+  if (stream_versions != nullptr) streamed_squares_ = backward_push_->End();
+  if (!backward.ok()) {
+    stream_.reset();  // Cancelled: the shards apply nothing of it.
+    return backward;
+  }
   return value;
+}
+
+absl::Status TrainingWorker::SealGradient(uint64_t data_unit, int64_t rows) {
+  const bool streamed = stream_ != nullptr;
+  if (!streamed) pending_push_id_ = cluster_->NewPushId();
+  const double squares =
+      streamed ? streamed_squares_ : binding_.GatherGradients(absl::MakeSpan(gradient_));
+  if (!std::isfinite(squares)) {
+    stream_.reset();  // Cancelled: the shards apply nothing of it.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the gradient of ", model_->name(), " on unit ", data_unit,
+        " is not finite: it is not pushed (training diverged: lower --lr)"));
+  }
+  // clip_grad_norm_'s factor and, for half a ramp unit, its share of the
+  // unit, so that the two halves move the weights as the unit's one
+  // gradient would (exactly so under SGD): a smaller, not a noisier, step.
+  gradient_scale_ = ClipFactor(squares, options_.clip_norm) * static_cast<float>(rows) /
+                    static_cast<float>(options_.batch_size);
+  if (!streamed && gradient_scale_ != 1.0f) {
+    for (float& g : gradient_) g *= gradient_scale_;
+    gradient_scale_ = 1.0f;
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<TrainingSummary> TrainingWorker::Run(
@@ -362,21 +464,18 @@ absl::StatusOr<TrainingSummary> TrainingWorker::Run(
       });
     }
     const absl::Time compute_start = absl::Now();
-    absl::StatusOr<double> loss = ComputeGradient((*unit)->data_unit, row_begin, row_end);
+    // Where the push follows the step, it goes out during backward.
+    const bool stream = !overlap && options_.push_during_backward;
+    absl::StatusOr<double> loss =
+        ComputeGradient((*unit)->data_unit, row_begin, row_end, stream ? &versions : nullptr);
     const double step_compute_ms = MillisSince(compute_start);
     if (summary.steps == 0) summary.first_compute_s = step_compute_ms / 1000;
     compute_ms += step_compute_ms;
     absl::Status comm_status = overlap ? comm.get() : absl::OkStatus();
     if (!loss.ok()) return loss.status();
     if (!comm_status.ok()) return comm_status;
-    binding_.GatherGradients(absl::MakeSpan(gradient_));
-    // The two halves of a ramp are weighted by their share of the unit, so
-    // that together they move the weights as the unit's one gradient would
-    // (exactly so under SGD); a half alone is a smaller, not a noisier, step.
-    if (const int64_t rows = row_end - row_begin; rows < options_.batch_size) {
-      const float share = static_cast<float>(rows) / static_cast<float>(options_.batch_size);
-      for (float& g : gradient_) g *= share;
-    }
+    // Only now: in overlap, the push that just finished read gradient_.
+    if (absl::Status s = SealGradient((*unit)->data_unit, row_end - row_begin); !s.ok()) return s;
     base_versions_ = versions;
     pending_unit_ = **unit;
     pending_settles_ = !ramp_rest.has_value();

@@ -30,6 +30,7 @@
 #include "client/cluster.h"
 #include "client/coordinator_client.h"
 #include "trainer/data/training_data.h"
+#include "trainer/elastic/backward_push.h"
 #include "trainer/elastic/worker_membership.h"
 #include "trainer/model/parameter_binding.h"
 #include "trainer/model/trainable_model.h"
@@ -61,6 +62,10 @@ struct TrainingOptions {
   int64_t eval_every = 0;  // 0: only at the end.
   int64_t eval_batches = 8;
   bool overlap = true;  // Hide pull/push behind compute.
+  // Where the push follows the step (the shards' "fresh", sync mode,
+  // overlap off): send each partition's gradient as soon as backward has
+  // produced it (BackwardPush), rather than all of it after backward.
+  bool push_during_backward = true;
   // Join ramp: the worker's first unit is trained in two steps, its first
   // `first_step_batch` sequences and then the rest, so that a newly started
   // worker's first gradient reaches the shards after a short step. Each
@@ -145,16 +150,33 @@ class TrainingWorker {
                  ParameterBinding binding, const TrainingData* data,
                  const TrainingOptions& options, WorkSource work);
 
-  // Forward/backward/clip on rows [row_begin, row_end) of this unit's
-  // batch; returns the loss.
-  absl::StatusOr<double> ComputeGradient(uint64_t data_unit, int64_t row_begin, int64_t row_end);
+  // Forward/backward on rows [row_begin, row_end) of this unit's batch;
+  // returns the loss. The gradient stays in the parameters' grads, or,
+  // with `stream_versions` (the weights' versions), goes out during
+  // backward as a push left open in stream_ (BackwardPush), and into
+  // gradient_.
+  absl::StatusOr<double> ComputeGradient(uint64_t data_unit, int64_t row_begin, int64_t row_end,
+                                         const std::vector<uint64_t>* stream_versions);
+  // Makes the computed gradient (of `rows` of the unit's batch) the pending
+  // one: gradient_ (gathered unless streamed), gradient_scale_ (clipping,
+  // a ramp half's share) and a new pending_push_id_ unless streamed.
+  // INVALID_ARGUMENT, and nothing to push, if the gradient is not finite.
+  absl::Status SealGradient(uint64_t data_unit, int64_t rows);
+  // Closes stream_ with gradient_scale_; on an error, gradient_ is scaled
+  // for the whole push that follows.
+  absl::StatusOr<PushResult> FinishStreamedPush(const std::function<void()>& after_sent);
   // Pushes gradient_ (computed at base_versions_ for pending_unit_) and
   // settles the unit, then pulls into the buffer the model does not read,
   // riding out a restarting shard up to unavailable_timeout.
   absl::Status Communicate(bool push);
-  absl::Status PullWithRecovery();
+  absl::Status PullWithRecovery(const PullOptions& options = {});
   // Returns false when the PS refused the gradient as too stale.
-  absl::StatusOr<bool> PushWithRecovery(const std::string& push_id);
+  // `after_sent`: see GradientStream::Finish (run only for a streamed push).
+  absl::StatusOr<bool> PushWithRecovery(const std::string& push_id,
+                                        const std::function<void()>& after_sent = {});
+  // Whether the newest pull holds some partition at a version older than
+  // `versions` (by partition; kNoVersion: any).
+  bool PulledBefore(const std::vector<uint64_t>& versions) const;
   absl::Status PushPending();
   // Pushes gradient_, then settles the unit, alongside `alongside_settle`
   // if given; its status, or the push's error.
@@ -174,7 +196,6 @@ class TrainingWorker {
   const WorkSource work_;
   std::unique_ptr<TrainableModel> model_;
   ParameterBinding binding_;
-  std::vector<torch::Tensor> parameters_;  // The trained ones, for clipping.
   const TrainingData* const data_;
   const TrainingOptions options_;
   const v1::DType wire_dtype_;
@@ -192,8 +213,17 @@ class TrainingWorker {
   int PullTarget() const { return bound_ == 0 ? 1 : 0; }
   // Makes the newest pulled weights the model's.
   void BindNewestWeights();
+  // The last step's gradient: pushed as gradient_ * gradient_scale_ (the
+  // clipping factor and a ramp half's share). The scale is 1 but while
+  // stream_ holds a push streamed during backward, which sends it last.
   std::vector<float> gradient_;
+  float gradient_scale_ = 1.0f;
+  double streamed_squares_ = 0;          // BackwardPush::End of the last step.
+  std::string pending_push_id_;          // gradient_'s, kept across retries.
+  std::unique_ptr<GradientStream> stream_;
+  std::unique_ptr<BackwardPush> backward_push_;
   std::vector<uint64_t> base_versions_;  // Versions gradient_ was computed at.
+  std::vector<uint64_t> push_versions_;  // PushResult::versions of the last push.
   Unit pending_unit_;                    // The unit gradient_ trained.
   std::optional<Unit> leased_ahead_;     // LeaseAhead's unit, not trained yet.
   bool pending_settles_ = true;          // Its push commits the unit (not a ramp step).

@@ -38,9 +38,16 @@ class ParameterBinding {
   void BindTo(absl::Span<float> flat);
   // Copies the parameters out (for Init).
   std::vector<float> FlattenWeights() const;
-  // Copies the parameters' gradients out; a parameter without a gradient
-  // contributes zeros.
-  void GatherGradients(absl::Span<float> flat) const;
+  // Copies the parameters' gradients out (a parameter without a gradient
+  // contributes zeros) and returns the sum of their squares, the squared
+  // global norm that clipping needs.
+  double GatherGradients(absl::Span<float> flat) const;
+  // The same for parameter i (layout order) alone; safe to call from
+  // another thread once backward has produced that parameter's gradient.
+  double GatherGradient(size_t i, absl::Span<float> flat) const;
+
+  // The parameters, in layout order.
+  const std::vector<torch::Tensor>& parameters() const { return params_; }
 
  private:
   ParameterBinding(ModelLayout layout, std::vector<torch::Tensor> params)
