@@ -71,6 +71,8 @@ SCRIPTS = (
     "client/python/examples/finetune.py",
     "tools/models/export_model.py",
     "deploy/local/fortunes_to_tsv.py",
+    "tests/bench/ddp_comparison.sh",
+    "tests/bench/torch_baseline.py",
 )
 # The entry point runs the binary its first argument names; the container
 # image (spotps:VERSION) runs the entry point.
