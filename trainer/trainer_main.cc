@@ -76,11 +76,12 @@ ABSL_FLAG(double, rpc_deadline_s, 60,
           "is retried after it).");
 ABSL_FLAG(double, drain_deadline_s, 30,
           "After SIGTERM/SIGINT or a spot notice, finish the step within this, or drop it.");
-ABSL_FLAG(bool, watch_spot_notice, false,
-          "Poll the EC2 instance-metadata service for a spot interruption notice and drain "
-          "when one appears (turn on for spot instances).");
+ABSL_FLAG(std::string, spot_notice, "off",
+          "Poll this cloud's instance-metadata service for a spot interruption notice and "
+          "drain when one appears: aws (EC2 IMDSv2; rebalance recommendations are logged), "
+          "gce, azure, or off.");
 ABSL_FLAG(std::string, metadata_url, "http://169.254.169.254",
-          "Instance-metadata endpoint (IMDSv2) for --watch_spot_notice.");
+          "Instance-metadata endpoint for --spot_notice.");
 ABSL_FLAG(double, spot_poll_s, 5, "Seconds between spot-notice polls.");
 ABSL_FLAG(std::string, coordinator, "auto",
           "Work units from this coordinator (host:port); auto: shard 0 if it hosts one; "
@@ -129,6 +130,24 @@ absl::StatusOr<std::unique_ptr<spotps::CoordinatorClient>> ConnectCoordinator(
 
 // Every flag's value on its own and against the others; nothing is read or
 // contacted.
+// The spot-notice watcher's options from the flags (--spot_notice not
+// "off"); INVALID_ARGUMENT for an unknown source, or a --metadata_url or
+// --spot_poll_s the watcher would refuse.
+absl::StatusOr<spotps::SpotNoticeWatcher::Options> SpotNoticeOptions() {
+  absl::StatusOr<spotps::SpotNoticeSource> source =
+      spotps::ParseSpotNoticeSource(absl::GetFlag(FLAGS_spot_notice));
+  if (!source.ok()) return source.status();
+  spotps::SpotNoticeWatcher::Options options;
+  options.source = *source;
+  options.metadata_url = absl::GetFlag(FLAGS_metadata_url);
+  options.poll_interval = absl::Seconds(absl::GetFlag(FLAGS_spot_poll_s));
+  // Create does no I/O: this checks the URL and the intervals.
+  absl::Status valid =
+      spotps::SpotNoticeWatcher::Create(options, [](const spotps::SpotNotice&) {}).status();
+  if (!valid.ok()) return valid;
+  return options;
+}
+
 void CheckFlags(const absl::StatusOr<spotps::GptConfig>& config, spotps::UsageProblems& problems) {
   problems.Require(!absl::GetFlag(FLAGS_data).empty(),
                    "--data is required: a token file or labeled-example file made by "
@@ -155,6 +174,10 @@ void CheckFlags(const absl::StatusOr<spotps::GptConfig>& config, spotps::UsagePr
   problems.Require(absl::GetFlag(FLAGS_rpc_deadline_s) > 0, "--rpc_deadline_s must be positive");
   problems.Require(absl::GetFlag(FLAGS_drain_deadline_s) >= 0, "--drain_deadline_s must be >= 0");
   problems.Require(absl::GetFlag(FLAGS_spot_poll_s) > 0, "--spot_poll_s must be positive");
+  if (absl::GetFlag(FLAGS_spot_notice) != "off") {
+    absl::StatusOr<spotps::SpotNoticeWatcher::Options> watch = SpotNoticeOptions();
+    if (!watch.ok()) problems.Add(absl::StrCat("--spot_notice: ", watch.status().message()));
+  }
   problems.Check(spotps::Cluster::Connect(absl::GetFlag(FLAGS_ps)).status());
   if (const std::string c = absl::GetFlag(FLAGS_coordinator); c != "auto" && c != "none") {
     problems.Require(c.find(':') != std::string::npos,
@@ -342,13 +365,22 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
 
   std::unique_ptr<spotps::SpotNoticeWatcher> spot_watcher;
-  if (absl::GetFlag(FLAGS_watch_spot_notice)) {
-    spotps::SpotNoticeWatcher::Options watch;
-    watch.metadata_url = absl::GetFlag(FLAGS_metadata_url);
-    watch.poll_interval = absl::Seconds(absl::GetFlag(FLAGS_spot_poll_s));
-    auto watcher = spotps::SpotNoticeWatcher::Create(watch, [&drain](const spotps::SpotNotice& n) {
-      drain.Begin(absl::StrCat("spot notice (", n.action, " at ", n.time, ")"));
-    });
+  if (absl::GetFlag(FLAGS_spot_notice) != "off") {
+    absl::StatusOr<spotps::SpotNoticeWatcher::Options> watch = SpotNoticeOptions();
+    if (!watch.ok()) return UsageError(watch.status());
+    watch->on_rebalance = [](const spotps::SpotNotice& n) {
+      std::printf(
+          "spotps-trainer: EC2 rebalance recommendation (notice time %s): this instance is at "
+          "elevated risk of interruption; a replacement trainer started now keeps the pace\n",
+          n.time.empty() ? "unknown" : n.time.c_str());
+      std::fflush(stdout);
+    };
+    const std::string source = absl::GetFlag(FLAGS_spot_notice);
+    auto watcher = spotps::SpotNoticeWatcher::Create(
+        *watch, [&drain, source](const spotps::SpotNotice& n) {
+          drain.Begin(absl::StrCat("spot notice from ", source, " (", n.action,
+                                   n.time.empty() ? "" : " at ", n.time, ")"));
+        });
     if (!watcher.ok()) return RuntimeError(watcher.status());
     spot_watcher = *std::move(watcher);
     spot_watcher->Start();

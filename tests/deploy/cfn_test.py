@@ -273,7 +273,7 @@ def check(template_text, entry, trainer_defaults, ps_defaults):
         if got.get("ps", "").split(",") != want_ps:
             problems.append(f"ShardCount={count}: trainers use --ps={got.get('ps')}, "
                             f"want {','.join(want_ps)}")
-        if got.get("watch_spot_notice") != "true":
+        if got.get("spot_notice") != "aws":
             problems.append("trainers do not watch for the spot notice")
         drain = float(got.get("drain_deadline_s", trainer_defaults["drain_deadline_s"]))
         if timeout is None or timeout <= drain:
@@ -307,7 +307,7 @@ MUTATIONS = [
     ("a flag the trainer refuses", "--dtype=bf16", "--dtype=fp16", "refused"),
     ("a flag the shard refuses", "--optimizer=adamw --lr=1e-3 --warmup_steps=50 --weight_decay=0.01 --beta2=0.99\n",
      "--optimizer=adam --lr=1e-3 --warmup_steps=50 --weight_decay=0.01 --beta2=0.99\n", "refused"),
-    ("no spot notice", " --watch_spot_notice\n", "\n", "spot notice"),
+    ("no spot notice", " --spot_notice=aws\n", "\n", "spot notice"),
     ("ingress on another port", "FromPort: 7000\n      ToPort: 7000", "FromPort: 7001\n      ToPort: 7001",
      "no ingress rule"),
 ]

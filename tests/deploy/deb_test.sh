@@ -153,7 +153,7 @@ expect "a flag spotps-ps refuses" 2 -- SPOTPS_HOSTNAME=spotps-ps-1 SPOTPS_PS=$ps
     ps --optimizer=adam
 expect "trainer" 0 "$root/usr/bin/spotps-trainer" "--ps=$ps3" --worker_index=7 -- \
     SPOTPS_HOSTNAME=trainer-7 SPOTPS_PS=$ps3 -- \
-    trainer --data=/usr/share/spotps/corpus/kjv.tokens --watch_spot_notice
+    trainer --data=/usr/share/spotps/corpus/kjv.tokens --spot_notice=aws
 expect "trainer of a Deployment (no ordinal)" 0 "--ps=$ps3" -- \
     SPOTPS_HOSTNAME=spotps-trainer-5d9c7b8f6d-x2k4q SPOTPS_PS=$ps3 -- trainer --data=/d
 grep -Eq -- ' --worker_index=[0-9]+( |$)' "$scratch/entry.log" || fail "no derived --worker_index"

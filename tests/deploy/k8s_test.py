@@ -223,7 +223,7 @@ def check(objects, variant, entry, trainer_defaults, ps_defaults):
         if not (data.startswith("/usr/share/spotps/corpus/")
                 or any(data.startswith(m.rstrip("/") + "/") for m in tmounts)):
             problems.append(f"--data={data} is neither the image's corpus nor on a mounted volume")
-        if variant == "aws-spot" and got.get("watch_spot_notice") != "true":
+        if variant == "aws-spot" and got.get("spot_notice") != "aws":
             problems.append("aws-spot trainers do not watch for the spot notice")
 
     for c in containers + tpod["spec"]["containers"]:
@@ -292,7 +292,7 @@ def mutations():
         ("more threads than CPUs",
          lambda o: trainer(o)["containers"][0]["args"].append("--threads=16"), "--threads=16"),
         ("no spot notice on AWS",
-         lambda o: trainer(o)["containers"][0]["args"].remove("--watch_spot_notice"),
+         lambda o: trainer(o)["containers"][0]["args"].remove("--spot_notice=aws"),
          "spot notice"),
     ]
 

@@ -19,6 +19,10 @@ namespace {
 
 constexpr char kTokenPath[] = "/latest/api/token";
 constexpr char kInstanceActionPath[] = "/latest/meta-data/spot/instance-action";
+constexpr char kRebalancePath[] = "/latest/meta-data/events/recommendations/rebalance";
+constexpr char kGcePreemptedPath[] = "/computeMetadata/v1/instance/preempted";
+constexpr char kAzureEventsPath[] = "/metadata/scheduledevents";
+constexpr char kAzureNamePath[] = "/metadata/instance/compute/name";
 constexpr char kTokenTtlHeader[] = "X-aws-ec2-metadata-token-ttl-seconds";
 constexpr char kTokenHeader[] = "X-aws-ec2-metadata-token";
 constexpr int kMaxTokenTtlSeconds = 21600;
@@ -57,9 +61,10 @@ class FakeMetadataServer::Session : public std::enable_shared_from_this<Session>
  private:
   void OnRequest(boost::system::error_code ec) {
     if (ec) return;  // the peer hung up or sent garbage: drop the connection
-    Reply reply = server_->Answer(
+    Reply reply = server_->Answer(Request{
         std::string(request_.method_string()), std::string(request_.target()),
-        HeaderValue(request_, kTokenTtlHeader), HeaderValue(request_, kTokenHeader));
+        HeaderValue(request_, kTokenTtlHeader), HeaderValue(request_, kTokenHeader),
+        HeaderValue(request_, "Metadata-Flavor"), HeaderValue(request_, "Metadata")});
     response_ = {static_cast<http::status>(reply.status), request_.version()};
     response_.set(http::field::content_type, reply.content_type);
     response_.keep_alive(request_.keep_alive());
@@ -113,6 +118,21 @@ void FakeMetadataServer::ScheduleNotice(const std::string& action, const std::st
   notice_body_ = absl::StrCat("{\"action\": \"", action, "\", \"time\": \"", time, "\"}");
 }
 
+void FakeMetadataServer::ScheduleRebalance(const std::string& notice_time) {
+  absl::MutexLock lock(&mu_);
+  rebalance_body_ = absl::StrCat("{\"noticeTime\": \"", notice_time, "\"}");
+}
+
+void FakeMetadataServer::SetGcePreempted(const std::string& body) {
+  absl::MutexLock lock(&mu_);
+  gce_body_ = body;
+}
+
+void FakeMetadataServer::SetAzureEvents(const std::string& body) {
+  absl::MutexLock lock(&mu_);
+  azure_body_ = body;
+}
+
 void FakeMetadataServer::ExpireTokens() {
   absl::MutexLock lock(&mu_);
   token_expiry_.clear();
@@ -141,42 +161,47 @@ void FakeMetadataServer::Accept() {
   });
 }
 
-FakeMetadataServer::Reply FakeMetadataServer::Answer(const std::string& method,
-                                                     const std::string& target,
-                                                     const std::string& ttl,
-                                                     const std::string& token) {
+FakeMetadataServer::Reply FakeMetadataServer::Answer(const Request& request) {
   absl::MutexLock lock(&mu_);
-  if (target == kTokenPath) {
+  const std::string path = request.target.substr(0, request.target.find('?'));
+  if (path == kTokenPath) {
     ++requests_.token_puts;
-  } else if (target == kInstanceActionPath) {
+  } else if (path == kInstanceActionPath) {
     ++requests_.action_gets;
-  } else {
+  } else if (path == kRebalancePath) {
+    ++requests_.rebalance_gets;
+  } else if (path == kGcePreemptedPath) {
+    ++requests_.gce_gets;
+  } else if (path == kAzureEventsPath) {
+    ++requests_.azure_gets;
+  } else if (path != kAzureNamePath) {
     ++requests_.other;
   }
-  Reply reply = Route(method, target, ttl, token);
+  Reply reply = Route(request);
   reply.delay = delay_;
   return reply;
 }
 
-FakeMetadataServer::Reply FakeMetadataServer::Route(const std::string& method,
-                                                    const std::string& target,
-                                                    const std::string& ttl,
-                                                    const std::string& token) {
+FakeMetadataServer::Reply FakeMetadataServer::Route(const Request& request) {
   // Injected failures come first so that they have no side effect.
   if (fail_status_ != 0) {
     ++requests_.injected_failures;
     return Reply{fail_status_, "injected failure"};
   }
-  if (target == kTokenPath) return IssueToken(method, ttl);
-  if (target == kInstanceActionPath) return InstanceAction(method, token);
+  const std::string path = request.target.substr(0, request.target.find('?'));
+  if (path == kTokenPath) return IssueToken(request);
+  if (path == kInstanceActionPath) return WithToken(request, notice_body_);
+  if (path == kRebalancePath) return WithToken(request, rebalance_body_);
+  if (path == kGcePreemptedPath) return Gce(request);
+  if (path == kAzureEventsPath) return Azure(request, false);
+  if (path == kAzureNamePath) return Azure(request, true);
   return Reply{404, "Not Found"};
 }
 
-FakeMetadataServer::Reply FakeMetadataServer::IssueToken(const std::string& method,
-                                                         const std::string& ttl) {
-  if (method != "PUT") return Reply{405, "Method Not Allowed"};
+FakeMetadataServer::Reply FakeMetadataServer::IssueToken(const Request& request) {
+  if (request.method != "PUT") return Reply{405, "Method Not Allowed"};
   int ttl_s = 0;
-  if (!absl::SimpleAtoi(ttl, &ttl_s) || ttl_s < 1 || ttl_s > kMaxTokenTtlSeconds) {
+  if (!absl::SimpleAtoi(request.ttl, &ttl_s) || ttl_s < 1 || ttl_s > kMaxTokenTtlSeconds) {
     return Reply{400, "Bad Request"};
   }
   std::string token = absl::StrCat("fake-token-", ++tokens_issued_);
@@ -184,16 +209,31 @@ FakeMetadataServer::Reply FakeMetadataServer::IssueToken(const std::string& meth
   return Reply{200, std::move(token)};
 }
 
-FakeMetadataServer::Reply FakeMetadataServer::InstanceAction(const std::string& method,
-                                                             const std::string& token) {
-  if (method != "GET") return Reply{405, "Method Not Allowed"};
-  auto it = token_expiry_.find(token);
+FakeMetadataServer::Reply FakeMetadataServer::WithToken(const Request& request,
+                                                        const std::optional<std::string>& body) {
+  if (request.method != "GET") return Reply{405, "Method Not Allowed"};
+  auto it = token_expiry_.find(request.token);
   if (it == token_expiry_.end() || absl::Now() >= it->second) {
     ++requests_.unauthorized;
     return Reply{401, "Unauthorized"};
   }
-  if (!notice_body_.has_value()) return Reply{404, "Not Found"};
-  return Reply{200, *notice_body_, "application/json"};
+  if (!body.has_value()) return Reply{404, "Not Found"};
+  return Reply{200, *body, "application/json"};
+}
+
+FakeMetadataServer::Reply FakeMetadataServer::Gce(const Request& request) {
+  if (request.method != "GET") return Reply{405, "Method Not Allowed"};
+  if (request.flavor != "Google") return Reply{403, "Missing Metadata-Flavor:Google header."};
+  return Reply{200, gce_body_};
+}
+
+FakeMetadataServer::Reply FakeMetadataServer::Azure(const Request& request, bool name) {
+  if (request.method != "GET") return Reply{405, "Method Not Allowed"};
+  if (request.metadata != "true" || request.target.find("api-version=") == std::string::npos) {
+    return Reply{400, "Bad request. Required metadata header not specified"};
+  }
+  if (name) return Reply{200, kAzureVmName};
+  return Reply{200, azure_body_, "application/json"};
 }
 
 }  // namespace spotps::testing

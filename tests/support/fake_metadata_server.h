@@ -1,6 +1,7 @@
-// FakeMetadataServer: the EC2 instance metadata service (IMDSv2), as far as
-// spot interruption notices go, on a real loopback socket so that tests and
-// child processes (--metadata_url=url()) can both talk to it.
+// FakeMetadataServer: the instance-metadata services of EC2 (IMDSv2), GCE
+// and Azure, as far as spot interruption notices go, all on one real
+// loopback socket so that tests and child processes (--metadata_url=url())
+// can talk to it.
 //
 //   PUT /latest/api/token   needs X-aws-ec2-metadata-token-ttl-seconds in
 //                           [1, 21600] (400 otherwise); returns a new token.
@@ -8,6 +9,18 @@
 //                           needs X-aws-ec2-metadata-token with a live token
 //                           (401 otherwise); 404 until ScheduleNotice(),
 //                           then 200 {"action": ..., "time": ...}.
+//   GET /latest/meta-data/events/recommendations/rebalance
+//                           the same token; 404 until ScheduleRebalance(),
+//                           then 200 {"noticeTime": ...}.
+//   GET /computeMetadata/v1/instance/preempted
+//                           needs Metadata-Flavor: Google (403 otherwise);
+//                           200 "FALSE", or SetGcePreempted()'s body.
+//   GET /metadata/scheduledevents?api-version=...
+//                           needs Metadata: true and an api-version (400
+//                           otherwise); 200 with no events, or
+//                           SetAzureEvents()'s body.
+//   GET /metadata/instance/compute/name?...
+//                           needs Metadata: true; 200 kAzureVmName.
 #ifndef SPOTPS_TESTS_SUPPORT_FAKE_METADATA_SERVER_H_
 #define SPOTPS_TESTS_SUPPORT_FAKE_METADATA_SERVER_H_
 
@@ -37,10 +50,15 @@ class FakeMetadataServer {
   struct Requests {
     int64_t token_puts = 0;         // requests for /latest/api/token
     int64_t action_gets = 0;        // requests for .../spot/instance-action
+    int64_t rebalance_gets = 0;     // requests for .../recommendations/rebalance
+    int64_t gce_gets = 0;           // requests for GCE's instance/preempted
+    int64_t azure_gets = 0;         // requests for Azure's scheduledevents
     int64_t unauthorized = 0;       // answered 401
     int64_t injected_failures = 0;  // answered with SetFailStatus's status
     int64_t other = 0;              // unknown paths (404)
   };
+
+  static constexpr char kAzureVmName[] = "spotps-test-vm";
 
   static absl::StatusOr<std::unique_ptr<FakeMetadataServer>> Start();
   ~FakeMetadataServer();
@@ -54,6 +72,12 @@ class FakeMetadataServer {
 
   // From now on instance-action answers 200 with this notice.
   void ScheduleNotice(const std::string& action, const std::string& time);
+  // From now on the rebalance recommendation answers 200 with this time.
+  void ScheduleRebalance(const std::string& notice_time);
+  // GCE's instance/preempted answers this body ("TRUE", or a bad one).
+  void SetGcePreempted(const std::string& body);
+  // Azure's scheduledevents answers this body (a document, or a bad one).
+  void SetAzureEvents(const std::string& body);
   // Every token issued so far is refused (401) from now on.
   void ExpireTokens();
   // Each answer is sent `delay` after its request arrived.
@@ -69,15 +93,21 @@ class FakeMetadataServer {
 
   FakeMetadataServer() = default;
   void Accept();
+  // What a handler looks at in a request.
+  struct Request {
+    std::string method, target;
+    std::string ttl, token;          // IMDSv2's headers.
+    std::string flavor, metadata;    // GCE's and Azure's headers.
+  };
   // Counts one request and decides its answer and when to send it.
-  Reply Answer(const std::string& method, const std::string& target, const std::string& ttl,
-               const std::string& token);
-  Reply Route(const std::string& method, const std::string& target, const std::string& ttl,
-              const std::string& token) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Reply IssueToken(const std::string& method, const std::string& ttl)
+  Reply Answer(const Request& request);
+  Reply Route(const Request& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Reply IssueToken(const Request& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // IMDSv2's GETs: a live token, then `body` or 404 without one.
+  Reply WithToken(const Request& request, const std::optional<std::string>& body)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Reply InstanceAction(const std::string& method, const std::string& token)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Reply Gce(const Request& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Reply Azure(const Request& request, bool name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Declared before the acceptor, which must close before it goes away.
   boost::asio::io_context io_;
@@ -90,6 +120,9 @@ class FakeMetadataServer {
   std::map<std::string, absl::Time> token_expiry_ ABSL_GUARDED_BY(mu_);
   int64_t tokens_issued_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<std::string> notice_body_ ABSL_GUARDED_BY(mu_);
+  std::optional<std::string> rebalance_body_ ABSL_GUARDED_BY(mu_);
+  std::string gce_body_ ABSL_GUARDED_BY(mu_) = "FALSE";
+  std::string azure_body_ ABSL_GUARDED_BY(mu_) = R"({"DocumentIncarnation": 0, "Events": []})";
   absl::Duration delay_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
   int fail_status_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -24,8 +24,15 @@ namespace {
 
 constexpr absl::string_view kTokenPath = "/latest/api/token";
 constexpr absl::string_view kInstanceActionPath = "/latest/meta-data/spot/instance-action";
+constexpr absl::string_view kRebalancePath = "/latest/meta-data/events/recommendations/rebalance";
 constexpr absl::string_view kTokenTtlHeader = "X-aws-ec2-metadata-token-ttl-seconds";
 constexpr absl::string_view kTokenHeader = "X-aws-ec2-metadata-token";
+constexpr absl::string_view kGcePreemptedPath = "/computeMetadata/v1/instance/preempted";
+constexpr absl::string_view kGceHeader = "Metadata-Flavor";
+constexpr absl::string_view kAzureEventsPath = "/metadata/scheduledevents?api-version=2020-07-01";
+constexpr absl::string_view kAzureNamePath =
+    "/metadata/instance/compute/name?api-version=2021-02-01&format=text";
+constexpr absl::string_view kAzureHeader = "Metadata";
 constexpr int kMaxTokenTtlSeconds = 21600;
 // Instance-action bodies are a few dozen bytes; anything bigger is not IMDS.
 constexpr uint64_t kMaxBodyBytes = 64 * 1024;
@@ -103,61 +110,11 @@ absl::Status UnexpectedHttpStatus(absl::string_view what, int status) {
       absl::StrCat("metadata service answered ", what, " with HTTP ", status));
 }
 
-// Decodes a JSON string body that follows its opening quote; "" if it is
-// unterminated. Unknown escapes (\uXXXX) are kept verbatim rather than
-// guessed at: IMDS values are plain ASCII.
-std::string ReadJsonString(absl::string_view text) {
-  std::string value;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (c == '"') return value;
-    if (c != '\\' || i + 1 == text.size()) {
-      value.push_back(c);
-      continue;
-    }
-    const char escaped = text[++i];
-    switch (escaped) {
-      case 'n':
-        value.push_back('\n');
-        break;
-      case 't':
-        value.push_back('\t');
-        break;
-      case 'r':
-        value.push_back('\r');
-        break;
-      case '"':
-      case '\\':
-      case '/':
-        value.push_back(escaped);
-        break;
-      default:
-        absl::StrAppend(&value, "\\", absl::string_view(&escaped, 1));
-    }
-  }
-  return "";
-}
-
-// The string value of "key" in a flat JSON object, or "" if there is none.
-std::string ExtractJsonString(absl::string_view json, absl::string_view key) {
-  const std::string quoted_key = absl::StrCat("\"", key, "\"");
-  for (size_t at = json.find(quoted_key); at != absl::string_view::npos;
-       at = json.find(quoted_key, at + 1)) {
-    absl::string_view rest = absl::StripLeadingAsciiWhitespace(json.substr(at + quoted_key.size()));
-    // Without a ':' this occurrence was a value that happens to spell the key.
-    if (!absl::ConsumePrefix(&rest, ":")) continue;
-    rest = absl::StripLeadingAsciiWhitespace(rest);
-    if (!absl::ConsumePrefix(&rest, "\"")) return "";
-    return ReadJsonString(rest);
-  }
-  return "";
-}
-
 absl::StatusOr<std::optional<SpotNotice>> InterpretInstanceAction(int status,
                                                                   const std::string& body) {
   switch (status) {
     case 200:
-      return ParseSpotNotice(body);
+      return ParseAwsInstanceAction(body);
     case 404:
       return std::nullopt;
     case 401:
@@ -168,11 +125,6 @@ absl::StatusOr<std::optional<SpotNotice>> InterpretInstanceAction(int status,
 }
 
 }  // namespace
-
-SpotNotice ParseSpotNotice(absl::string_view body) {
-  return SpotNotice{ExtractJsonString(body, "action"), ExtractJsonString(body, "time"),
-                    std::string(body)};
-}
 
 struct SpotNoticeWatcher::HttpRequest {
   http::verb method;
@@ -340,27 +292,79 @@ bool SpotNoticeWatcher::WaitBeforeNextPoll() {
 absl::StatusOr<std::optional<SpotNotice>> SpotNoticeWatcher::PollOnce() {
   absl::MutexLock lock(&poll_mu_);
   polls_.fetch_add(1);
-  absl::StatusOr<std::optional<SpotNotice>> notice = PollWithToken();
+  absl::StatusOr<std::optional<SpotNotice>> notice;
+  switch (options_.source) {
+    case SpotNoticeSource::kAws:
+      notice = PollAws();
+      break;
+    case SpotNoticeSource::kGce:
+      notice = PollGce();
+      break;
+    case SpotNoticeSource::kAzure:
+      notice = PollAzure();
+      break;
+  }
   if (!notice.ok()) RecordError(notice.status());
   return notice;
 }
 
-absl::StatusOr<std::optional<SpotNotice>> SpotNoticeWatcher::PollWithToken() {
-  absl::StatusOr<HttpResponse> response = GetInstanceAction();
-  if (response.ok() && response->status == 401) {
-    // The service dropped our token before we expected it to (it restarted,
-    // or our clock is off); a fresh token deserves exactly one retry.
-    token_.clear();
-    response = GetInstanceAction();
-  }
+absl::StatusOr<std::optional<SpotNotice>> SpotNoticeWatcher::PollAws() {
+  absl::StatusOr<HttpResponse> response = GetWithToken(kInstanceActionPath);
   if (!response.ok()) return response.status();
-  return InterpretInstanceAction(response->status, response->body);
+  absl::StatusOr<std::optional<SpotNotice>> notice =
+      InterpretInstanceAction(response->status, response->body);
+  if (notice.ok() && !notice->has_value()) CheckRebalance();
+  return notice;
 }
 
-absl::StatusOr<SpotNoticeWatcher::HttpResponse> SpotNoticeWatcher::GetInstanceAction() {
+void SpotNoticeWatcher::CheckRebalance() {
+  if (!options_.on_rebalance || rebalance_reported_) return;
+  absl::StatusOr<HttpResponse> response = GetWithToken(kRebalancePath);
+  if (!response.ok() || response->status != 200) return;
+  rebalance_reported_ = true;
+  options_.on_rebalance(ParseAwsRebalance(response->body));
+}
+
+absl::StatusOr<SpotNoticeWatcher::HttpResponse> SpotNoticeWatcher::GetWithToken(
+    absl::string_view path) {
   absl::StatusOr<std::string> token = CurrentToken();
   if (!token.ok()) return token.status();
-  return Send(HttpRequest{http::verb::get, kInstanceActionPath, kTokenHeader, *token});
+  absl::StatusOr<HttpResponse> response =
+      Send(HttpRequest{http::verb::get, path, kTokenHeader, *token});
+  if (!response.ok() || response->status != 401) return response;
+  // The service dropped our token before we expected it to (it restarted,
+  // or our clock is off); a fresh token deserves exactly one retry.
+  token_.clear();
+  token = CurrentToken();
+  if (!token.ok()) return token.status();
+  return Send(HttpRequest{http::verb::get, path, kTokenHeader, *token});
+}
+
+absl::StatusOr<std::optional<SpotNotice>> SpotNoticeWatcher::PollGce() {
+  absl::StatusOr<HttpResponse> response =
+      Send(HttpRequest{http::verb::get, kGcePreemptedPath, kGceHeader, "Google"});
+  if (!response.ok()) return response.status();
+  if (response->status != 200) return UnexpectedHttpStatus("GET instance/preempted", response->status);
+  return ParseGcePreempted(response->body);
+}
+
+absl::StatusOr<std::optional<SpotNotice>> SpotNoticeWatcher::PollAzure() {
+  // Scheduled events list every VM of an availability set or scale set:
+  // only a Preempt that names this VM is ours.
+  if (azure_vm_name_.empty()) {
+    absl::StatusOr<HttpResponse> name =
+        Send(HttpRequest{http::verb::get, kAzureNamePath, kAzureHeader, "true"});
+    if (!name.ok()) return name.status();
+    if (name->status != 200) return UnexpectedHttpStatus("GET compute/name", name->status);
+    const absl::string_view trimmed = absl::StripAsciiWhitespace(name->body);
+    if (trimmed.empty()) return absl::UnavailableError("Azure metadata returned an empty VM name");
+    azure_vm_name_ = std::string(trimmed);
+  }
+  absl::StatusOr<HttpResponse> events =
+      Send(HttpRequest{http::verb::get, kAzureEventsPath, kAzureHeader, "true"});
+  if (!events.ok()) return events.status();
+  if (events->status != 200) return UnexpectedHttpStatus("GET scheduledevents", events->status);
+  return ParseAzureScheduledEvents(events->body, azure_vm_name_);
 }
 
 absl::StatusOr<std::string> SpotNoticeWatcher::CurrentToken() {

@@ -1,13 +1,9 @@
-// SpotNoticeWatcher: tells a trainer on an EC2 spot instance that the
-// instance is about to be interrupted, so it can drain before it is killed.
-//
-// It polls the instance metadata service (IMDSv2):
-//   PUT /latest/api/token                        -> a session token
-//   GET /latest/meta-data/spot/instance-action   -> 200 + JSON: a notice
-//                                                   404: no notice
-//                                                   401: token expired
-// Failures (refused connections, timeouts, 5xx) are never a notice: they
-// are counted and polling goes on.
+// SpotNoticeWatcher: tells a trainer on a spot (preemptible) instance that
+// the instance is about to be taken back, so it can drain before it is
+// killed. It polls the instance-metadata service of one cloud: EC2
+// (IMDSv2), GCE or Azure (spot_notice_sources.h has what each answers).
+// Failures (refused connections, timeouts, 5xx, bodies that are not the
+// service's) are never a notice: they are counted and polling goes on.
 #ifndef SPOTPS_TRAINER_ELASTIC_SPOT_NOTICE_WATCHER_H_
 #define SPOTPS_TRAINER_ELASTIC_SPOT_NOTICE_WATCHER_H_
 
@@ -28,22 +24,12 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "trainer/elastic/spot_notice_sources.h"
 
 namespace spotps {
 
-// An interruption notice, as the metadata service announced it.
-struct SpotNotice {
-  std::string action;    // "terminate", "stop" or "hibernate"
-  std::string time;      // when it happens, e.g. "2017-09-18T08:22:00Z"
-  std::string raw_body;  // the whole response, for logs
-};
-
-// Extracts "action" and "time" from an instance-action body. Tolerant: a
-// field that is missing or malformed is left empty, never an error, since a
-// 200 answer means the instance is going away whatever its body says.
-SpotNotice ParseSpotNotice(absl::string_view body);
-
-// Owns a polling thread, its io_context and the cached IMDSv2 token.
+// Owns a polling thread, its io_context and what it caches between polls
+// (the IMDSv2 token, the Azure VM name).
 // Promises: on_notice runs at most once, for the first notice seen, on the
 // polling thread; no request outlives request_timeout; Stop() is prompt.
 //
@@ -52,17 +38,22 @@ SpotNotice ParseSpotNotice(absl::string_view body);
 // and it must not destroy the watcher, though it may call Stop().
 class SpotNoticeWatcher {
  public:
+  using NoticeCallback = std::function<void(const SpotNotice&)>;
   struct Options {
+    SpotNoticeSource source = SpotNoticeSource::kAws;
     // http://ADDRESS[:PORT] with an optional trailing "/"; ADDRESS is an IP
-    // literal ("[...]" for IPv6), so no request ever waits on DNS.
+    // literal ("[...]" for IPv6), so no request ever waits on DNS. All
+    // three clouds serve at the default.
     std::string metadata_url = "http://169.254.169.254";
     absl::Duration poll_interval = absl::Seconds(5);
     // Deadline for each HTTP exchange: connect, send and receive.
     absl::Duration request_timeout = absl::Seconds(2);
     // Lifetime asked for each token; IMDS accepts 1..21600.
     int token_ttl_s = 21600;
+    // AWS only, optional: called once, on the polling thread, for the first
+    // rebalance recommendation (which is not a notice: polling goes on).
+    NoticeCallback on_rebalance;
   };
-  using NoticeCallback = std::function<void(const SpotNotice&)>;
 
   // InvalidArgument for a malformed URL, non-positive durations or a TTL
   // IMDS would refuse. Does no I/O: an unreachable service is found by
@@ -115,8 +106,15 @@ class SpotNoticeWatcher {
   // Sleeps for poll_interval; false if Stop() was called meanwhile.
   bool WaitBeforeNextPoll();
 
-  absl::StatusOr<std::optional<SpotNotice>> PollWithToken() ABSL_EXCLUSIVE_LOCKS_REQUIRED(poll_mu_);
-  absl::StatusOr<HttpResponse> GetInstanceAction() ABSL_EXCLUSIVE_LOCKS_REQUIRED(poll_mu_);
+  absl::StatusOr<std::optional<SpotNotice>> PollAws() ABSL_EXCLUSIVE_LOCKS_REQUIRED(poll_mu_);
+  absl::StatusOr<std::optional<SpotNotice>> PollGce() ABSL_EXCLUSIVE_LOCKS_REQUIRED(poll_mu_);
+  absl::StatusOr<std::optional<SpotNotice>> PollAzure() ABSL_EXCLUSIVE_LOCKS_REQUIRED(poll_mu_);
+  // Reports the first rebalance recommendation to on_rebalance. Best
+  // effort: its failures leave the poll's answer as it was.
+  void CheckRebalance() ABSL_EXCLUSIVE_LOCKS_REQUIRED(poll_mu_);
+  // A GET with the IMDSv2 token, fetching a new one on a 401 once.
+  absl::StatusOr<HttpResponse> GetWithToken(absl::string_view path)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(poll_mu_);
   absl::StatusOr<std::string> CurrentToken() ABSL_EXCLUSIVE_LOCKS_REQUIRED(poll_mu_);
   absl::StatusOr<std::string> FetchToken() ABSL_EXCLUSIVE_LOCKS_REQUIRED(poll_mu_);
   // One HTTP exchange on io_, bounded by request_timeout; CANCELLED once
@@ -137,6 +135,8 @@ class SpotNoticeWatcher {
   boost::asio::io_context io_;
   std::string token_ ABSL_GUARDED_BY(poll_mu_);
   absl::Time token_refresh_at_ ABSL_GUARDED_BY(poll_mu_) = absl::InfinitePast();
+  std::string azure_vm_name_ ABSL_GUARDED_BY(poll_mu_);  // "" until known.
+  bool rebalance_reported_ ABSL_GUARDED_BY(poll_mu_) = false;
 
   // Guards the stop flag (so that no io_.restart() can follow Stop()'s
   // io_.stop()) and doubles as the polling thread's interruptible sleep.

@@ -2,6 +2,8 @@
 // instance-metadata server) drains within its deadline, loses nothing and
 // leaves no lease behind.
 #include <gtest/gtest.h>
+
+#include <functional>
 #include <signal.h>
 
 #include "absl/strings/str_cat.h"
@@ -74,6 +76,27 @@ class DrainTest : public ::testing::Test {
     EXPECT_EQ((*stats)[0].pushes_applied(), static_cast<uint64_t>(LogField(log, "steps"))) << log;
   }
 
+  // A trainer watching `source` drains once `announce` makes the fake
+  // metadata service say so, and logs `reason`.
+  void ExpectNoticeDrains(
+      const std::string& source,
+      const std::function<void(testing::FakeMetadataServer&)>& announce,
+      const std::string& reason) {
+    auto metadata = testing::FakeMetadataServer::Start();
+    ASSERT_TRUE(metadata.ok()) << metadata.status();
+    auto trainer = StartTrainer({"--spot_notice=" + source, "--metadata_url=" + (*metadata)->url(),
+                                 "--spot_poll_s=0.1"});
+    WaitForCommits(5);
+    EXPECT_TRUE(trainer->running());  // "No notice" answers keep it training.
+    announce(**metadata);
+    auto code = trainer->Wait(absl::Seconds(30));
+    ASSERT_TRUE(code.ok());
+    const std::string log = *ReadFile(dir_.path() + "/trainer.log");
+    ASSERT_EQ(*code, 0) << log;
+    EXPECT_NE(log.find(reason), std::string::npos) << log;
+    ExpectCleanExit(log);
+  }
+
   testing::TempDir dir_;
   std::string tokens_;
   std::unique_ptr<testing::LocalShardCluster> shards_;
@@ -97,20 +120,26 @@ TEST_F(DrainTest, SigtermFinishesTheStepPushesAndDeregisters) {
 }
 
 TEST_F(DrainTest, SpotNoticeDrainsTheTrainer) {
-  auto metadata = testing::FakeMetadataServer::Start();
-  ASSERT_TRUE(metadata.ok()) << metadata.status();
-  auto trainer = StartTrainer(
-      {"--watch_spot_notice", "--metadata_url=" + (*metadata)->url(), "--spot_poll_s=0.1"});
-  WaitForCommits(5);
-  EXPECT_TRUE(trainer->running());  // 404s (no notice) keep it training.
-  (*metadata)->ScheduleNotice("terminate", "2026-12-02T15:00:00Z");
-  auto code = trainer->Wait(absl::Seconds(30));
-  ASSERT_TRUE(code.ok());
-  const std::string log = *ReadFile(dir_.path() + "/trainer.log");
-  ASSERT_EQ(*code, 0) << log;
-  EXPECT_NE(log.find("spot notice (terminate at 2026-12-02T15:00:00Z)"), std::string::npos) << log;
-  EXPECT_GT((*metadata)->requests().token_puts, 0);
-  ExpectCleanExit(log);
+  ExpectNoticeDrains(
+      "aws",
+      [](testing::FakeMetadataServer& m) { m.ScheduleNotice("terminate", "2026-12-02T15:00:00Z"); },
+      "spot notice from aws (terminate at 2026-12-02T15:00:00Z)");
+}
+
+TEST_F(DrainTest, GceNoticeDrainsTheTrainer) {
+  ExpectNoticeDrains(
+      "gce", [](testing::FakeMetadataServer& m) { m.SetGcePreempted("TRUE"); },
+      "spot notice from gce (preempted)");
+}
+
+TEST_F(DrainTest, AzureNoticeDrainsTheTrainer) {
+  ExpectNoticeDrains(
+      "azure",
+      [](testing::FakeMetadataServer& m) {
+        m.SetAzureEvents(R"({"Events": [{"EventType": "Preempt", "Resources": ["spotps-test-vm"],
+                                         "NotBefore": "Mon, 19 Sep 2016 18:29:47 GMT"}]})");
+      },
+      "spot notice from azure (Preempt at Mon, 19 Sep 2016 18:29:47 GMT)");
 }
 
 TEST_F(DrainTest, AStepLongerThanTheDeadlineIsDroppedAndItsUnitReissued) {

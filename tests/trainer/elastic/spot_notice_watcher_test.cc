@@ -276,18 +276,120 @@ TEST(SpotNoticeWatcherOptionsTest, AcceptsIpUrls) {
   }
 }
 
+// One watcher per cloud against the same fake, which serves all three.
+class CloudSourcesTest : public SpotNoticeWatcherTest {
+ protected:
+  std::unique_ptr<SpotNoticeWatcher> WatcherFor(SpotNoticeSource source) {
+    SpotNoticeWatcher::Options options = FastOptions();
+    options.source = source;
+    return MakeWatcher(options);
+  }
+  // A poll that must not be a notice and must not fail.
+  static void ExpectNoNotice(SpotNoticeWatcher& watcher) {
+    absl::StatusOr<std::optional<SpotNotice>> notice = watcher.PollOnce();
+    ASSERT_TRUE(notice.ok()) << notice.status();
+    EXPECT_FALSE(notice->has_value());
+  }
+  // A poll that must fail (and so count an error), never be a notice.
+  static void ExpectError(SpotNoticeWatcher& watcher, absl::string_view words) {
+    absl::StatusOr<std::optional<SpotNotice>> notice = watcher.PollOnce();
+    ASSERT_FALSE(notice.ok()) << "a notice or none, where an error was due";
+    EXPECT_EQ(notice.status().code(), absl::StatusCode::kUnavailable) << notice.status();
+    EXPECT_NE(notice.status().message().find(words), std::string::npos) << notice.status();
+  }
+};
+
+TEST_F(CloudSourcesTest, GcePreemptedTrueIsTheNoticeAndOtherBodiesNever) {
+  std::unique_ptr<SpotNoticeWatcher> watcher = WatcherFor(SpotNoticeSource::kGce);
+  ExpectNoNotice(*watcher);
+  for (const char* bad : {"", "MAYBE", "true", "<html>proxy</html>"}) {
+    SCOPED_TRACE(bad);
+    server_->SetGcePreempted(bad);
+    ExpectError(*watcher, "neither TRUE nor FALSE");
+  }
+  server_->SetGcePreempted("TRUE");
+  server_->SetFailStatus(503);
+  ExpectError(*watcher, "HTTP 503");
+  server_->SetFailStatus(0);
+  watcher->Start();
+  ASSERT_TRUE(WaitUntil([&] { return log_.size() >= 1; }));
+  EXPECT_EQ(log_.notices()[0].action, "preempted");
+  EXPECT_GE(server_->requests().gce_gets, 7);
+  EXPECT_EQ(server_->requests().token_puts, 0);  // GCE has no tokens.
+  EXPECT_EQ(watcher->errors(), 5);
+}
+
+TEST_F(CloudSourcesTest, AzurePreemptForThisVmIsTheNotice) {
+  std::unique_ptr<SpotNoticeWatcher> watcher = WatcherFor(SpotNoticeSource::kAzure);
+  ExpectNoNotice(*watcher);
+  // Other kinds of events, and another VM's preemption, are not ours.
+  server_->SetAzureEvents(R"({"DocumentIncarnation": 2, "Events": [
+      {"EventId": "a", "EventType": "Freeze", "Resources": ["spotps-test-vm"]},
+      {"EventId": "b", "EventType": "Preempt", "Resources": ["other-vm"],
+       "NotBefore": "Mon, 19 Sep 2016 18:29:47 GMT"}]})");
+  ExpectNoNotice(*watcher);
+  for (const char* bad : {"", "not json", "[]", R"({"Events": "Preempt"})", R"({"Event": []})"}) {
+    SCOPED_TRACE(bad);
+    server_->SetAzureEvents(bad);
+    ExpectError(*watcher, "Events array");
+  }
+  server_->SetAzureEvents(R"({"DocumentIncarnation": 3, "Events": [
+      {"EventId": "c", "EventType": "Preempt", "ResourceType": "VirtualMachine",
+       "Resources": ["other-vm", "spotps-test-vm"], "EventStatus": "Scheduled",
+       "NotBefore": "Mon, 19 Sep 2016 18:29:47 GMT"}]})");
+  absl::StatusOr<std::optional<SpotNotice>> notice = watcher->PollOnce();
+  ASSERT_TRUE(notice.ok()) << notice.status();
+  ASSERT_TRUE(notice->has_value());
+  EXPECT_EQ((*notice)->action, "Preempt");
+  EXPECT_EQ((*notice)->time, "Mon, 19 Sep 2016 18:29:47 GMT");
+  EXPECT_EQ(server_->requests().azure_gets, 8);
+  EXPECT_EQ(server_->requests().other, 0);  // Every request carried what Azure wants.
+}
+
+TEST_F(CloudSourcesTest, AnAwsRebalanceRecommendationIsReportedOnceAndIsNoNotice) {
+  NoticeLog rebalances;
+  SpotNoticeWatcher::Options options = FastOptions();
+  options.on_rebalance = rebalances.Callback();
+  std::unique_ptr<SpotNoticeWatcher> watcher = MakeWatcher(options);
+  ExpectNoNotice(*watcher);
+  EXPECT_EQ(server_->requests().rebalance_gets, 1);
+  server_->ScheduleRebalance(kNoticeTime);
+  watcher->Start();
+  ASSERT_TRUE(WaitUntil([&] { return rebalances.size() >= 1; }));
+  ASSERT_TRUE(WaitUntil([&] { return watcher->polls() >= 5; }));
+  EXPECT_EQ(log_.size(), 0u);  // Training goes on.
+  ASSERT_EQ(rebalances.size(), 1u);
+  EXPECT_EQ(rebalances.notices()[0].action, "rebalance");
+  EXPECT_EQ(rebalances.notices()[0].time, kNoticeTime);
+  const int64_t asked = server_->requests().rebalance_gets;
+  server_->ScheduleNotice("terminate", kNoticeTime);
+  ASSERT_TRUE(WaitUntil([&] { return log_.size() >= 1; }));
+  EXPECT_EQ(server_->requests().rebalance_gets, asked);  // Reported once, never asked again.
+  EXPECT_EQ(watcher->errors(), 0);
+}
+
+TEST(SpotNoticeSourceTest, NamesRoundTripAndUnknownOnesAreRefused) {
+  for (SpotNoticeSource s : {SpotNoticeSource::kAws, SpotNoticeSource::kGce,
+                             SpotNoticeSource::kAzure}) {
+    EXPECT_EQ(*ParseSpotNoticeSource(SpotNoticeSourceName(s)), s);
+  }
+  absl::StatusOr<SpotNoticeSource> bad = ParseSpotNoticeSource("oracle");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("aws, gce or azure"), std::string::npos);
+}
+
 TEST(SpotNoticeParseTest, ExtractsFieldsTolerantly) {
   SpotNotice notice =
-      ParseSpotNotice("{ \"time\" :\"2017-09-18T08:22:00Z\",\n\t\"action\":\"stop\" }");
+      ParseAwsInstanceAction("{ \"time\" :\"2017-09-18T08:22:00Z\",\n\t\"action\":\"stop\" }");
   EXPECT_EQ(notice.action, "stop");
   EXPECT_EQ(notice.time, kNoticeTime);
 
-  notice = ParseSpotNotice(R"({"note": "action", "action": "te\"rm\\inate"})");
+  notice = ParseAwsInstanceAction(R"({"note": "action", "action": "te\"rm\\inate"})");
   EXPECT_EQ(notice.action, "te\"rm\\inate");
   EXPECT_EQ(notice.time, "");
 
   for (const char* junk : {"", "not json", "{\"action\": 7}", "{\"action\": \"unterminated"}) {
-    notice = ParseSpotNotice(junk);
+    notice = ParseAwsInstanceAction(junk);
     EXPECT_EQ(notice.action, "") << junk;
     EXPECT_EQ(notice.raw_body, junk);
   }
