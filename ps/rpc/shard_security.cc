@@ -157,7 +157,13 @@ ShardAccessGate::Decision ShardAccessGate::Admit(
     return {GRPC_STATUS_PERMISSION_DENIED,
             absl::StrCat("access: ", method, " is not in the shard's access table")};
   }
-  if (*required == Role::kPublic) return {};
+  if (*required == Role::kPublic) {
+    if (absl::StartsWith(method, "/grpc.health.v1.Health/") &&
+        !health_attached_.load(std::memory_order_acquire)) {
+      return {GRPC_STATUS_UNAVAILABLE, "access: shard is starting (no health status yet)"};
+    }
+    return {};
+  }
   if (!serving_.load(std::memory_order_acquire)) {
     absl::MutexLock lock(&mu_);
     return {GRPC_STATUS_UNAVAILABLE, absl::StrCat("access: shard is ", not_serving_reason_)};
@@ -196,6 +202,7 @@ void ShardAccessGate::AttachServer(grpc::Server* server) {
   if (server_->GetHealthCheckService() != nullptr) {
     server_->GetHealthCheckService()->SetServingStatus(serving_.load());
   }
+  health_attached_.store(true, std::memory_order_release);
 }
 
 std::shared_ptr<grpc::ServerCredentials> GatedServerCredentials(const ShardSecurityOptions& options,

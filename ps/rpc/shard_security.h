@@ -60,8 +60,10 @@ class ShardAccessGate {
   explicit ShardAccessGate(std::optional<TokenTable> tokens);
 
   // `authorization`: every value of the call's authorization header.
-  // Health calls always pass. Then: UNAVAILABLE while not serving, NOT
-  // serving state; PERMISSION_DENIED for a method the access table lacks;
+  // Health calls pass once a server is attached (before that, gRPC's own
+  // health service would answer SERVING for a shard that is not: they get
+  // UNAVAILABLE, which a probe counts as not ready). Then: UNAVAILABLE
+  // while not serving; PERMISSION_DENIED for a method the access table lacks;
   // with a token table, UNAUTHENTICATED for a missing, malformed or unknown
   // token and PERMISSION_DENIED for a role below the method's.
   Decision Admit(absl::string_view method,
@@ -70,11 +72,14 @@ class ShardAccessGate {
   // Starts in the not-serving state; `why` is what refused callers read.
   // Also sets the health status of `server` once attached.
   void SetServing(bool serving, absl::string_view why = "");
+  // Sets `server`'s health status to the serving state, then lets health
+  // calls through.
   void AttachServer(grpc::Server* server);
 
  private:
   const std::optional<TokenTable> tokens_;
   std::atomic<bool> serving_{false};
+  std::atomic<bool> health_attached_{false};
   mutable absl::Mutex mu_;
   std::string not_serving_reason_ ABSL_GUARDED_BY(mu_) = "starting";
   grpc::Server* server_ ABSL_GUARDED_BY(mu_) = nullptr;

@@ -124,8 +124,8 @@ TEST(ShardAccessGate, DecidesByTokenRoleAndServingState) {
   const std::string bearer_admin = absl::StrCat("Bearer ", kAdmin);
   const char kPush[] = "/spotps.v1.ParameterServer/Push";
   const char kHealth[] = "/grpc.health.v1.Health/Check";
-  // Not serving yet: health passes, everything else waits.
-  EXPECT_EQ(gate.Admit(kHealth, {}).code, GRPC_STATUS_OK);
+  // No server attached: not even health answers (gRPC's would say SERVING).
+  EXPECT_EQ(gate.Admit(kHealth, {}).code, GRPC_STATUS_UNAVAILABLE);
   EXPECT_EQ(gate.Admit(kPush, {bearer_admin}).code, GRPC_STATUS_UNAVAILABLE);
   gate.SetServing(true);
   EXPECT_EQ(gate.Admit(kPush, {bearer_admin}).code, GRPC_STATUS_OK);
@@ -145,8 +145,8 @@ TEST(ShardAccessGate, DecidesByTokenRoleAndServingState) {
   EXPECT_EQ(open_gate.Admit(kPush, {}).code, GRPC_STATUS_OK);
 }
 
-// A real server on plaintext loopback behind the gate: the health service
-// follows the serving state, calls are refused while not serving, and
+// A real server on plaintext loopback behind the gate: health answers only
+// once the server is attached, then follows the serving state, calls are refused while not serving, and
 // tokens are checked although the connection is plaintext.
 TEST(ShardAccessGate, GatesARealPlaintextServer) {
   ShardAccessGate gate(ThreeTokens());
@@ -159,10 +159,14 @@ TEST(ShardAccessGate, GatesARealPlaintextServer) {
   builder.RegisterService(&unimplemented);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   ASSERT_NE(server, nullptr);
-  gate.SetServing(false, "restoring its checkpoint");
-  gate.AttachServer(server.get());
   auto channel =
       grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
+  // Started but not attached: gRPC's health service already says SERVING
+  // on its own; the gate keeps probes from hearing it.
+  EXPECT_NE(testing::HealthStatus(channel), "SERVING");
+  EXPECT_NE(testing::HealthStatus(channel).find("starting"), std::string::npos);
+  gate.SetServing(false, "restoring its checkpoint");
+  gate.AttachServer(server.get());
   const char kStats[] = "/spotps.v1.ParameterServer/Stats";
   EXPECT_EQ(testing::HealthStatus(channel), "NOT_SERVING");
   testing::RawReply r = testing::RawGrpcCall(channel, kStats, "", kReader, absl::Seconds(5));
