@@ -47,12 +47,21 @@ absl::StatusOr<v1::RegisterResponse> CoordinatorClient::Register(const std::stri
                                    return connection_->stub->Register(ctx, request, &response);
                                  });
   if (!s.ok()) return s;
+  absl::MutexLock lock(&keys_mu_);
+  keys_[response.worker_id()] = response.worker_key();
   return response;
+}
+
+std::string CoordinatorClient::KeyOf(uint64_t worker_id) const {
+  absl::MutexLock lock(&keys_mu_);
+  auto it = keys_.find(worker_id);
+  return it == keys_.end() ? std::string() : it->second;
 }
 
 absl::Status CoordinatorClient::Heartbeat(uint64_t worker_id) {
   v1::HeartbeatRequest request;
   request.set_worker_id(worker_id);
+  request.set_worker_key(KeyOf(worker_id));
   v1::HeartbeatResponse response;
   return CallWithRetry(policy_, absl::StrCat("coordinator ", address_, " Heartbeat"),
                        [&](grpc::ClientContext* ctx) {
@@ -63,16 +72,23 @@ absl::Status CoordinatorClient::Heartbeat(uint64_t worker_id) {
 absl::Status CoordinatorClient::Deregister(uint64_t worker_id) {
   v1::DeregisterRequest request;
   request.set_worker_id(worker_id);
+  request.set_worker_key(KeyOf(worker_id));
   v1::DeregisterResponse response;
-  return CallWithRetry(policy_, absl::StrCat("coordinator ", address_, " Deregister"),
-                       [&](grpc::ClientContext* ctx) {
-                         return connection_->stub->Deregister(ctx, request, &response);
-                       });
+  absl::Status s = CallWithRetry(policy_, absl::StrCat("coordinator ", address_, " Deregister"),
+                                 [&](grpc::ClientContext* ctx) {
+                                   return connection_->stub->Deregister(ctx, request, &response);
+                                 });
+  if (s.ok()) {
+    absl::MutexLock lock(&keys_mu_);
+    keys_.erase(worker_id);
+  }
+  return s;
 }
 
 absl::StatusOr<v1::AcquireUnitResponse> CoordinatorClient::Acquire(uint64_t worker_id) {
   v1::AcquireUnitRequest request;
   request.set_worker_id(worker_id);
+  request.set_worker_key(KeyOf(worker_id));
   v1::AcquireUnitResponse response;
   absl::Status s = CallWithRetry(policy_, absl::StrCat("coordinator ", address_, " AcquireUnit"),
                                  [&](grpc::ClientContext* ctx) {
@@ -86,6 +102,7 @@ absl::StatusOr<bool> CoordinatorClient::Commit(uint64_t worker_id, uint32_t epoc
                                                const std::string& push_id) {
   v1::CommitUnitRequest request;
   request.set_worker_id(worker_id);
+  request.set_worker_key(KeyOf(worker_id));
   request.set_epoch(epoch);
   request.set_index(index);
   request.set_push_id(push_id);
@@ -101,6 +118,7 @@ absl::StatusOr<bool> CoordinatorClient::Commit(uint64_t worker_id, uint32_t epoc
 absl::Status CoordinatorClient::Release(uint64_t worker_id, uint32_t epoch, uint64_t index) {
   v1::ReleaseUnitRequest request;
   request.set_worker_id(worker_id);
+  request.set_worker_key(KeyOf(worker_id));
   request.set_epoch(epoch);
   request.set_index(index);
   v1::ReleaseUnitResponse response;
@@ -136,10 +154,12 @@ absl::Status CoordinatorClient::Report(const v1::TrainingReportRequest& report,
   RetryPolicy once = policy_;
   once.max_attempts = 1;
   once.deadline = deadline;
+  v1::TrainingReportRequest keyed = report;
+  if (keyed.worker_key().empty()) keyed.set_worker_key(KeyOf(report.worker_id()));
   v1::TrainingReportResponse response;
   return CallWithRetry(once, absl::StrCat("coordinator ", address_, " Report"),
                        [&](grpc::ClientContext* ctx) {
-                         return connection_->reports->Report(ctx, report, &response);
+                         return connection_->reports->Report(ctx, keyed, &response);
                        });
 }
 

@@ -3,10 +3,14 @@
 #ifndef SPOTPS_CLIENT_COORDINATOR_CLIENT_H_
 #define SPOTPS_CLIENT_COORDINATOR_CLIENT_H_
 
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "common/channel_security.h"
 #include "common/retry_policy.h"
 #include "spotps/v1/coordinator.pb.h"
@@ -33,7 +37,9 @@ class CoordinatorClient {
   // (started without --epochs).
 
   // A new lease; the response says how often to heartbeat and the job's
-  // consistency mode. `tokens_per_unit` (batch x seq_len; 0: not said)
+  // consistency mode. The client keeps the response's worker_key and sends
+  // it with every later call about that worker (and its reports), so only
+  // this client (from the same identity) can act for it. `tokens_per_unit` (batch x seq_len; 0: not said)
   // bounds what this worker's training reports may claim.
   absl::StatusOr<v1::RegisterResponse> Register(const std::string& name,
                                                 uint64_t tokens_per_unit = 0);
@@ -63,8 +69,13 @@ class CoordinatorClient {
   CoordinatorClient(std::string address, const RetryPolicy& policy,
                     const ChannelSecurity& security);
 
+  // The worker_key Register returned for `worker_id`; "" if none.
+  std::string KeyOf(uint64_t worker_id) const;
+
   const std::string address_;
   const RetryPolicy policy_;
+  mutable absl::Mutex keys_mu_;
+  std::map<uint64_t, std::string> keys_ ABSL_GUARDED_BY(keys_mu_);
   struct Connection;  // The channel and stub, kept out of this header.
   std::unique_ptr<Connection> connection_;
 };

@@ -322,10 +322,11 @@ int main(int argc, char** argv) {
   // Trainers' losses and throughput, for the status page (shard 0).
   std::unique_ptr<spotps::TrainingHistory> history;
   std::unique_ptr<spotps::TrainingReportService> report_service;
+  spotps::WorkerKeys worker_keys;  // What registered trainers prove themselves with.
   if (*coordinator != nullptr) {
     history = std::make_unique<spotps::TrainingHistory>();
-    report_service =
-        std::make_unique<spotps::TrainingReportService>(coordinator->get(), history.get());
+    report_service = std::make_unique<spotps::TrainingReportService>(
+        coordinator->get(), history.get(), &worker_keys);
   }
   spotps::MetricsRegistry metrics_registry;
   std::unique_ptr<spotps::ShardMetrics> metrics;
@@ -369,7 +370,7 @@ int main(int argc, char** argv) {
   builder.RegisterService(&service);
   if (*coordinator != nullptr) {
     coordinator_service =
-        std::make_unique<spotps::CoordinatorService>(coordinator->get(), rounds.get());
+        std::make_unique<spotps::CoordinatorService>(coordinator->get(), rounds.get(), &worker_keys);
     builder.RegisterService(coordinator_service.get());
     builder.RegisterService(report_service.get());
   }

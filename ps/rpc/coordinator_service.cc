@@ -1,15 +1,32 @@
 #include "ps/rpc/coordinator_service.h"
 
+#include <set>
+
 #include "common/grpc_status.h"
+#include "ps/rpc/shard_security.h"
 
 namespace spotps {
 namespace {
 
 constexpr size_t kMaxWorkerNameLength = 256;
 
+// The keys of workers that are gone (expired, deregistered) go with them.
+void ForgetDeparted(Coordinator& coordinator, WorkerKeys& keys) {
+  const v1::ProgressResponse progress = coordinator.Progress();
+  std::set<uint64_t> live;
+  for (const v1::WorkerStatus& w : progress.workers()) live.insert(w.worker_id());
+  keys.Retain([&live](uint64_t id) { return live.count(id) != 0; });
+}
+
 }  // namespace
 
-grpc::Status CoordinatorService::Register(grpc::ServerContext*, const v1::RegisterRequest* request,
+grpc::Status CheckWorkerKey(const WorkerKeys& keys, const grpc::ServerContext& context,
+                            uint64_t worker, const std::string& key) {
+  return ToGrpcStatus(keys.Check(worker, key, CallerIdentity(context)));
+}
+
+grpc::Status CoordinatorService::Register(grpc::ServerContext* context,
+                                          const v1::RegisterRequest* request,
                                           v1::RegisterResponse* response) {
   if (request->name().size() > kMaxWorkerNameLength) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "worker name longer than 256 bytes");
@@ -17,15 +34,18 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext*, const v1::Regist
   absl::StatusOr<uint64_t> worker =
       coordinator_->Register(request->name(), request->tokens_per_unit());
   if (!worker.ok()) return ToGrpcStatus(worker.status());
+  ForgetDeparted(*coordinator_, *keys_);
+  response->set_worker_key(keys_->Issue(*worker, CallerIdentity(*context)));
   response->set_worker_id(*worker);
   response->set_lease_ms(absl::ToInt64Milliseconds(coordinator_->worker_lease()));
   response->set_consistency(coordinator_->consistency().mode);
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext*,
+grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext* context,
                                            const v1::HeartbeatRequest* request,
                                            v1::HeartbeatResponse* response) {
+  if (grpc::Status k = Prove(*context, *request); !k.ok()) return k;
   if (absl::Status s = coordinator_->Heartbeat(request->worker_id()); !s.ok()) {
     return ToGrpcStatus(s);
   }
@@ -33,15 +53,19 @@ grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorService::Deregister(grpc::ServerContext*,
+grpc::Status CoordinatorService::Deregister(grpc::ServerContext* context,
                                             const v1::DeregisterRequest* request,
                                             v1::DeregisterResponse*) {
-  return ToGrpcStatus(coordinator_->Deregister(request->worker_id()));
+  if (grpc::Status k = Prove(*context, *request); !k.ok()) return k;
+  const absl::Status s = coordinator_->Deregister(request->worker_id());
+  if (s.ok()) keys_->Forget(request->worker_id());
+  return ToGrpcStatus(s);
 }
 
-grpc::Status CoordinatorService::AcquireUnit(grpc::ServerContext*,
+grpc::Status CoordinatorService::AcquireUnit(grpc::ServerContext* context,
                                              const v1::AcquireUnitRequest* request,
                                              v1::AcquireUnitResponse* response) {
+  if (grpc::Status k = Prove(*context, *request); !k.ok()) return k;
   absl::StatusOr<WorkUnitDispatcher::Grant> grant = coordinator_->Acquire(request->worker_id());
   if (!grant.ok()) return ToGrpcStatus(grant.status());
   switch (grant->outcome) {
@@ -65,9 +89,10 @@ grpc::Status CoordinatorService::AcquireUnit(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorService::CommitUnit(grpc::ServerContext*,
+grpc::Status CoordinatorService::CommitUnit(grpc::ServerContext* context,
                                             const v1::CommitUnitRequest* request,
                                             v1::CommitUnitResponse* response) {
+  if (grpc::Status k = Prove(*context, *request); !k.ok()) return k;
   absl::StatusOr<bool> duplicate = coordinator_->Commit(request->worker_id(), request->epoch(),
                                                         request->index(), request->push_id());
   if (!duplicate.ok()) return ToGrpcStatus(duplicate.status());
@@ -75,9 +100,10 @@ grpc::Status CoordinatorService::CommitUnit(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorService::ReleaseUnit(grpc::ServerContext*,
+grpc::Status CoordinatorService::ReleaseUnit(grpc::ServerContext* context,
                                              const v1::ReleaseUnitRequest* request,
                                              v1::ReleaseUnitResponse*) {
+  if (grpc::Status k = Prove(*context, *request); !k.ok()) return k;
   return ToGrpcStatus(
       coordinator_->Release(request->worker_id(), request->epoch(), request->index()));
 }

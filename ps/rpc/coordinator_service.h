@@ -4,17 +4,26 @@
 
 #include "ps/checkpoint/checkpoint_round_driver.h"
 #include "ps/coordination/coordinator.h"
+#include "ps/rpc/worker_keys.h"
 #include "spotps/v1/coordinator.grpc.pb.h"
 
 namespace spotps {
 
+// OK when `key` is `worker`'s and the call comes from the identity that
+// registered it (WorkerKeys::Check, as a gRPC status).
+grpc::Status CheckWorkerKey(const WorkerKeys& keys, const grpc::ServerContext& context,
+                            uint64_t worker, const std::string& key);
+
 // Serves spotps.v1.Coordinator. Promises: a request naming an unknown
-// worker or unit gets NOT_FOUND or INVALID_ARGUMENT and changes nothing.
+// worker or unit gets NOT_FOUND or INVALID_ARGUMENT, and one without the
+// worker's key (WorkerKeys) from the identity that registered it
+// PERMISSION_DENIED; either changes nothing.
 class CoordinatorService final : public v1::Coordinator::Service {
  public:
   // `rounds` may be null (no checkpointing): CheckpointNow then fails.
-  CoordinatorService(Coordinator* coordinator, CheckpointRoundDriver* rounds)
-      : coordinator_(coordinator), rounds_(rounds) {}
+  // Borrows `keys`, which the TrainingReports service checks too.
+  CoordinatorService(Coordinator* coordinator, CheckpointRoundDriver* rounds, WorkerKeys* keys)
+      : coordinator_(coordinator), rounds_(rounds), keys_(keys) {}
 
   grpc::Status Register(grpc::ServerContext*, const v1::RegisterRequest* request,
                         v1::RegisterResponse* response) override;
@@ -34,8 +43,15 @@ class CoordinatorService final : public v1::Coordinator::Service {
                              v1::CheckpointNowResponse* response) override;
 
  private:
+  // The request's worker_key and the caller's identity are its worker's.
+  template <typename Request>
+  grpc::Status Prove(const grpc::ServerContext& context, const Request& request) const {
+    return CheckWorkerKey(*keys_, context, request.worker_id(), request.worker_key());
+  }
+
   Coordinator* const coordinator_;
   CheckpointRoundDriver* const rounds_;
+  WorkerKeys* const keys_;
 };
 
 }  // namespace spotps

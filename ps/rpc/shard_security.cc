@@ -11,6 +11,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "common/atomic_file.h"
 #include "common/security_flags.h"
@@ -25,15 +26,27 @@ namespace spotps {
 namespace {
 
 constexpr absl::string_view kBearerPrefix = "Bearer ";
+// The auth-context property the gate records the admitted token under.
+constexpr char kTokenIdentityProperty[] = "spotps_token";
 
 absl::string_view SliceView(const grpc_slice& slice) {
   return absl::string_view(reinterpret_cast<const char*>(GRPC_SLICE_START_PTR(slice)),
                            GRPC_SLICE_LENGTH(slice));
 }
 
+bool HasProperty(const grpc_auth_context* context, absl::string_view value) {
+  grpc_auth_property_iterator it =
+      grpc_auth_context_find_properties_by_name(context, kTokenIdentityProperty);
+  for (const grpc_auth_property* p = grpc_auth_property_iterator_next(&it); p != nullptr;
+       p = grpc_auth_property_iterator_next(&it)) {
+    if (absl::string_view(p->value, p->value_length) == value) return true;
+  }
+  return false;
+}
+
 // gRPC's C hook: runs on the call's path before any handler, for plaintext
 // and TLS alike. Consumes the authorization header so handlers never see it.
-void ProcessCallMetadata(void* state, grpc_auth_context* /*context*/, const grpc_metadata* md,
+void ProcessCallMetadata(void* state, grpc_auth_context* context, const grpc_metadata* md,
                          size_t num_md, grpc_process_auth_metadata_done_cb done, void* user_data) {
   const auto* gate = static_cast<const ShardAccessGate*>(state);
   absl::string_view method;
@@ -48,6 +61,12 @@ void ProcessCallMetadata(void* state, grpc_auth_context* /*context*/, const grpc
     }
   }
   const ShardAccessGate::Decision decision = gate->Admit(method, authorization);
+  // The context is the connection's: each token it carried is recorded once.
+  if (decision.code == GRPC_STATUS_OK && !decision.identity.empty() && context != nullptr &&
+      !HasProperty(context, decision.identity)) {
+    grpc_auth_context_add_cstring_property(context, kTokenIdentityProperty,
+                                           decision.identity.c_str());
+  }
   done(user_data, consumed.data(), consumed.size(), nullptr, 0, decision.code,
        decision.message.c_str());
 }
@@ -175,8 +194,9 @@ ShardAccessGate::Decision ShardAccessGate::Admit(
             absl::StrCat("access: ", method, " needs one 'authorization: Bearer TOKEN' header")};
   }
   token = authorization[0].substr(kBearerPrefix.size());
+  const std::optional<size_t> index = tokens_->IndexOf(token);
   const std::optional<Role> role = tokens_->RoleOf(token);
-  if (!role.has_value()) {
+  if (!role.has_value() || !index.has_value()) {
     return {GRPC_STATUS_UNAUTHENTICATED, "access: unknown bearer token"};
   }
   if (*role < *required) {
@@ -184,7 +204,20 @@ ShardAccessGate::Decision ShardAccessGate::Admit(
             absl::StrCat("access: role ", RoleName(*role), " may not call ", method, " (needs ",
                          RoleName(*required), ")")};
   }
-  return {};
+  return {GRPC_STATUS_OK, "", absl::StrCat("token ", *index + 1, " (", RoleName(*role), ")")};
+}
+
+std::string CallerIdentity(const grpc::ServerContext& context) {
+  const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  if (auth == nullptr) return "";
+  std::vector<std::string> parts;
+  for (const grpc::string_ref& v : auth->FindPropertyValues(kTokenIdentityProperty)) {
+    parts.emplace_back(v.data(), v.size());
+  }
+  for (const grpc::string_ref& v : auth->FindPropertyValues(GRPC_X509_SUBJECT_PROPERTY_NAME)) {
+    parts.push_back(absl::StrCat("certificate ", absl::string_view(v.data(), v.size())));
+  }
+  return absl::StrJoin(parts, ", ");
 }
 
 void ShardAccessGate::SetServing(bool serving, absl::string_view why) {

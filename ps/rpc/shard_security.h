@@ -48,6 +48,12 @@ absl::StatusOr<ChannelSecurity> PeerSecurityFromFlags();
 // True for 127.x.x.x, [::1], ::1 and localhost listen addresses.
 bool IsLoopbackListenAddress(absl::string_view listen);
 
+// Who is calling, as far as the shard can tell: the bearer tokens the gate
+// admitted on the call's connection ("token 2 (trainer)"; one, with the
+// client library, which sends one token per channel) and the client
+// certificate's subject, joined; "" for an unauthenticated plaintext caller.
+std::string CallerIdentity(const grpc::ServerContext& context);
+
 // Decides every call; owns the serving state. Thread-safe. Must outlive the
 // server whose credentials name it.
 class ShardAccessGate {
@@ -55,6 +61,8 @@ class ShardAccessGate {
   struct Decision {
     grpc_status_code code = GRPC_STATUS_OK;
     std::string message;  // Refusals start with "access: ".
+    // Admitted with a token: which ("token 2 (trainer)"), for CallerIdentity.
+    std::string identity;
   };
 
   explicit ShardAccessGate(std::optional<TokenTable> tokens);

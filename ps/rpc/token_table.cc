@@ -71,11 +71,17 @@ absl::StatusOr<TokenTable> TokenTable::Load(const std::string& path) {
 }
 
 std::optional<Role> TokenTable::RoleOf(absl::string_view token) const {
-  std::optional<Role> found;
+  const std::optional<size_t> index = IndexOf(token);
+  if (!index.has_value()) return std::nullopt;
+  return entries_[*index].role;
+}
+
+std::optional<size_t> TokenTable::IndexOf(absl::string_view token) const {
+  std::optional<size_t> found;
   if (token.size() > kMaxTokenBytes) token = token.substr(0, 0);
-  for (const Entry& entry : entries_) {
+  for (size_t i = 0; i < entries_.size(); ++i) {
     // No early exit: every entry is compared whatever matched before.
-    if (ConstantTimeEquals(entry.token, token)) found = entry.role;
+    if (ConstantTimeEquals(entries_[i].token, token)) found = i;
   }
   return found;
 }

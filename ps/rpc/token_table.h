@@ -30,6 +30,8 @@ class TokenTable {
   // time that depends neither on where the tokens differ nor on which entry
   // matched, so a caller cannot guess a token byte by byte.
   std::optional<Role> RoleOf(absl::string_view token) const;
+  // Which entry (0-based, in file order) `token` is, compared the same way.
+  std::optional<size_t> IndexOf(absl::string_view token) const;
   size_t size() const { return entries_.size(); }
 
  private:

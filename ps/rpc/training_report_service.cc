@@ -2,12 +2,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "ps/rpc/coordinator_service.h"
 
 namespace spotps {
 
-grpc::Status TrainingReportService::Report(grpc::ServerContext*,
+grpc::Status TrainingReportService::Report(grpc::ServerContext* context,
                                            const v1::TrainingReportRequest* request,
                                            v1::TrainingReportResponse*) {
+  if (grpc::Status k = CheckWorkerKey(*keys_, *context, request->worker_id(), request->worker_key());
+      !k.ok()) {
+    return k;
+  }
   // The name comes from the registration, never from the report itself.
   const v1::ProgressResponse progress = coordinator_->Progress();
   for (const v1::WorkerStatus& w : progress.workers()) {

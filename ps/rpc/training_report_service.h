@@ -5,6 +5,7 @@
 
 #include "ps/coordination/coordinator.h"
 #include "ps/coordination/training_history.h"
+#include "ps/rpc/worker_keys.h"
 #include "spotps/v1/training_report.grpc.pb.h"
 
 namespace spotps {
@@ -14,8 +15,10 @@ namespace spotps {
 // a bad report gets INVALID_ARGUMENT and changes nothing.
 class TrainingReportService final : public v1::TrainingReports::Service {
  public:
-  TrainingReportService(Coordinator* coordinator, TrainingHistory* history)
-      : coordinator_(coordinator), history_(history) {}
+  // Borrows `keys`, the Coordinator service's: a report proves its worker
+  // as that service's calls do.
+  TrainingReportService(Coordinator* coordinator, TrainingHistory* history, const WorkerKeys* keys)
+      : coordinator_(coordinator), history_(history), keys_(keys) {}
 
   grpc::Status Report(grpc::ServerContext*, const v1::TrainingReportRequest* request,
                       v1::TrainingReportResponse* response) override;
@@ -23,6 +26,7 @@ class TrainingReportService final : public v1::TrainingReports::Service {
  private:
   Coordinator* const coordinator_;
   TrainingHistory* const history_;
+  const WorkerKeys* const keys_;
 };
 
 }  // namespace spotps

@@ -103,9 +103,18 @@ TEST_F(HostileClientTest, OnlyTheLesseeCommitsAndNeverLeasedUnitsAreNoDuplicates
     v1::CommitUnitResponse response;
     return raw->CommitUnit(&ctx, request, &response).error_code();
   };
-  EXPECT_EQ(commit(424242, unit.epoch(), unit.index()), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(commit(424242, unit.epoch(), unit.index()), grpc::StatusCode::NOT_FOUND);
+  // The holder's id without the key its registration returned.
+  EXPECT_EQ(commit(holder, unit.epoch(), unit.index()), grpc::StatusCode::PERMISSION_DENIED);
+  // Another registered worker, with its own key, is not the lessee.
+  const uint64_t intruder = coordinator->Register("intruder")->worker_id();
+  EXPECT_EQ(coordinator->Commit(intruder, unit.epoch(), unit.index()).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(coordinator->Release(intruder, unit.epoch(), unit.index()).code(),
+            absl::StatusCode::kPermissionDenied);
   const uint64_t never_leased = (unit.index() + 1) % 4;
-  EXPECT_EQ(commit(holder, 0, never_leased), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(coordinator->Commit(holder, 0, never_leased).status().code(),
+            absl::StatusCode::kFailedPrecondition);
   {
     grpc::ClientContext ctx;
     SetDeadline(&ctx);
@@ -115,7 +124,7 @@ TEST_F(HostileClientTest, OnlyTheLesseeCommitsAndNeverLeasedUnitsAreNoDuplicates
     request.set_index(unit.index());
     v1::ReleaseUnitResponse response;
     EXPECT_EQ(raw->ReleaseUnit(&ctx, request, &response).error_code(),
-              grpc::StatusCode::PERMISSION_DENIED);
+              grpc::StatusCode::NOT_FOUND);
   }
   EXPECT_EQ(coordinator->Deregister(424242).code(), absl::StatusCode::kNotFound);
 

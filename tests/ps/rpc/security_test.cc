@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "client/cluster.h"
 #include "client/coordinator_client.h"
+#include "spotps/v1/coordinator.grpc.pb.h"
 #include "common/atomic_file.h"
 #include "common/channel_security.h"
 #include "google/protobuf/unknown_field_set.h"
@@ -43,6 +44,8 @@ const std::map<Role, std::string>& Tokens() {
   return *tokens;
 }
 constexpr char kWrongToken[] = "not-a-token-of-this-cluster-000";
+// A second trainer: the same role, another identity.
+constexpr char kOtherTrainerToken[] = "tra1ner-2b4d6f8a0c2e4a6c8e0b2d4f";
 
 std::string Read(const std::string& path) {
   absl::StatusOr<std::string> text = ReadFile(path);
@@ -64,6 +67,7 @@ class SecurityTest : public ::testing::Test {
     std::string table = "# token role\n";
     for (const auto& [role, token] : Tokens())
       absl::StrAppend(&table, token, " ", RoleName(role), "\n");
+    absl::StrAppend(&table, kOtherTrainerToken, " trainer\n");
     ASSERT_TRUE(WriteFileAtomically(Path("tokens"), table).ok());
     chmod(Path("tokens").c_str(), 0600);
     for (const auto& [role, token] : Tokens()) {
@@ -245,6 +249,60 @@ TEST_F(SecurityTest, RefusedCallsChangeNothing) {
   const std::vector<v1::StatsResponse> restarted = AdminStats();
   EXPECT_GE(restarted[1].restored_checkpoint_id(), 1u);
   EXPECT_EQ(restarted[1].global_step(), 1u);
+}
+
+// A worker's calls need the key its registration returned, from the
+// identity that registered: another trainer token, even holding the key, or
+// an admin gets PERMISSION_DENIED, and nothing changes.
+TEST_F(SecurityTest, OnlyTheRegisteringIdentityWithItsKeyActsForAWorker) {
+  RetryPolicy policy;
+  policy.max_attempts = 2;
+  auto owner = CoordinatorClient::Connect(Address(0), policy, Security(Tokens().at(Role::kTrainer)));
+  auto other = CoordinatorClient::Connect(Address(0), policy, Security(kOtherTrainerToken));
+  ASSERT_TRUE(owner.ok() && other.ok());
+  absl::StatusOr<v1::RegisterResponse> reg = (*owner)->Register("owner");
+  ASSERT_TRUE(reg.ok()) << reg.status();
+  EXPECT_EQ(reg->worker_key().size(), 16u);
+  const uint64_t id = reg->worker_id();
+  absl::StatusOr<v1::AcquireUnitResponse> unit = (*owner)->Acquire(id);
+  ASSERT_TRUE(unit.ok()) << unit.status();
+  ASSERT_EQ(unit->outcome(), v1::AcquireUnitResponse::OUTCOME_UNIT);
+
+  // Knowing the id (Progress shows it to any reader) is not enough.
+  EXPECT_EQ((*other)->Heartbeat(id).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ((*other)->Release(id, unit->unit().epoch(), unit->unit().index()).code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ((*other)->Commit(id, unit->unit().epoch(), unit->unit().index()).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ((*other)->Deregister(id).code(), absl::StatusCode::kPermissionDenied);
+  // Nor is the key, from another identity.
+  for (const std::string& token : {std::string(kOtherTrainerToken), Tokens().at(Role::kAdmin)}) {
+    auto stub = v1::Coordinator::NewStub(Channel(0, Security(token)));
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+    v1::ReleaseUnitRequest release;
+    release.set_worker_id(id);
+    release.set_worker_key(reg->worker_key());
+    release.set_epoch(unit->unit().epoch());
+    release.set_index(unit->unit().index());
+    v1::ReleaseUnitResponse response;
+    const grpc::Status s = stub->ReleaseUnit(&context, release, &response);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+    EXPECT_TRUE(absl::StrContains(s.error_message(), "registered as token 2 (trainer)"))
+        << s.error_message();
+  }
+  absl::StatusOr<v1::ProgressResponse> progress = (*other)->Progress();
+  ASSERT_TRUE(progress.ok()) << progress.status();
+  ASSERT_EQ(progress->workers_size(), 1);
+  EXPECT_EQ(progress->epochs(0).leased(), 1u);  // Still the owner's.
+  EXPECT_EQ(progress->epochs(0).committed(), 0u);
+
+  // The owner's own calls go through.
+  EXPECT_TRUE((*owner)->Heartbeat(id).ok());
+  absl::StatusOr<bool> committed = (*owner)->Commit(id, unit->unit().epoch(), unit->unit().index());
+  ASSERT_TRUE(committed.ok()) << committed.status();
+  EXPECT_FALSE(*committed);
+  EXPECT_TRUE((*owner)->Deregister(id).ok());
 }
 
 // Plaintext to a TLS shard, TLS without a client certificate, and a

@@ -79,7 +79,7 @@ class StatusPageTest : public ::testing::Test {
     c.dispatch.num_epochs = 2;
     c.dispatch.units_per_epoch = 10;
     coordinator_ = *Coordinator::Create(c);
-    service_ = std::make_unique<TrainingReportService>(coordinator_.get(), &history_);
+    service_ = std::make_unique<TrainingReportService>(coordinator_.get(), &history_, &keys_);
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -98,6 +98,7 @@ class StatusPageTest : public ::testing::Test {
   std::unique_ptr<ShardStore> store_;
   std::unique_ptr<Coordinator> coordinator_;
   TrainingHistory history_;
+  WorkerKeys keys_;
   std::unique_ptr<TrainingReportService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<v1::TrainingReports::Stub> stub_;
@@ -105,13 +106,20 @@ class StatusPageTest : public ::testing::Test {
 
 TEST_F(StatusPageTest, ReportsOfRegisteredWorkersReachThePage) {
   const uint64_t id = *coordinator_->Register("trainer-\"x\"");
-  EXPECT_EQ(Send(Report(id + 100, 1, 2)).error_code(), grpc::StatusCode::NOT_FOUND);
-  EXPECT_EQ(Send(Report(id, 1, std::nan(""))).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  const std::string key = keys_.Issue(id, "");  // As the Coordinator service's Register does.
+  auto keyed = [&key](v1::TrainingReportRequest r) {
+    r.set_worker_key(key);
+    return r;
+  };
+  EXPECT_EQ(Send(keyed(Report(id + 100, 1, 2))).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(Send(Report(id, 1, 2)).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Send(keyed(Report(id, 1, std::nan("")))).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(history_.accepted(), 0u);
   // A report claims at most the units granted (+2): 5 steps need 3.
-  EXPECT_EQ(Send(Report(id, 5, 2.5)).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Send(keyed(Report(id, 5, 2.5))).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(coordinator_->Acquire(id).ok());
-  v1::TrainingReportRequest r = Report(id, 5, 2.5);
+  v1::TrainingReportRequest r = keyed(Report(id, 5, 2.5));
   r.set_val_step(5);
   r.set_val_loss(2.625);
   ASSERT_TRUE(Send(r).ok());

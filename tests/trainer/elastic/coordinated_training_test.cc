@@ -103,7 +103,10 @@ TEST_F(CoordinatedTrainingTest, EveryUnitOfEveryEpochIsTrainedExactlyOnce) {
   // Hostile requests change nothing.
   EXPECT_EQ(coordinator->Heartbeat(987654).code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(coordinator->Acquire(987654).status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(coordinator->Commit(1, 0, kUnits).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(coordinator->Commit(1, 0, kUnits).status().code(), absl::StatusCode::kNotFound);
+  const uint64_t probe = coordinator->Register("probe")->worker_id();
+  EXPECT_EQ(coordinator->Commit(probe, 0, kUnits).status().code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(coordinator->Register(std::string(1000, 'x')).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
