@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -59,6 +60,10 @@ std::string CallerIdentity(const grpc::ServerContext& context);
 class ShardAccessGate {
  public:
   struct Decision {
+    Decision() = default;
+    Decision(grpc_status_code code, std::string message, std::string identity = "")
+        : code(code), message(std::move(message)), identity(std::move(identity)) {}
+
     grpc_status_code code = GRPC_STATUS_OK;
     std::string message;  // Refusals start with "access: ".
     // Admitted with a token: which ("token 2 (trainer)"), for CallerIdentity.
