@@ -39,7 +39,19 @@ bool RoundBuffer::AddPartitionInto(const Gradient& g, uint32_t partition, float*
     decoded.resize(count);
     DecodeToFp32(g.dtype, piece.bytes, count, decoded.data()).IgnoreError();  // Validated.
     float* dst = out + piece.offset;
-    for (int64_t i = 0; i < count; ++i) dst[i] += decoded[i] * g.scale;
+    if (g.scale == 1.0f) {
+      for (int64_t i = 0; i < count; ++i) dst[i] += decoded[i];
+    } else if (g.dtype == v1::DTYPE_BF16) {
+      // Each term rounded back to BF16, as if the client had scaled before
+      // encoding: sums of a few BF16 values are exact in FP32, so the mean
+      // does not depend on the order the pushes are added in (arrival
+      // order under "avg", push ids under sync), and runs repeat bit for bit.
+      for (int64_t i = 0; i < count; ++i) {
+        dst[i] += Bf16ToFloat(FloatToBf16(decoded[i] * g.scale));
+      }
+    } else {
+      for (int64_t i = 0; i < count; ++i) dst[i] += decoded[i] * g.scale;
+    }
   }
   return true;
 }

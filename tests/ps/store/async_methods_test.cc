@@ -244,6 +244,50 @@ TEST(GradientScaleTest, AveragedPushesAreScaledEachByItsOwnFactor) {
   for (int64_t i = 0; i < kN; ++i) EXPECT_EQ(w[i], 1.0f - static_cast<float>(i + 1)) << i;
 }
 
+// Scaled BF16 pushes averaged in any order give the same weights bit for
+// bit (each scaled term is rounded back to BF16, so the sums are exact):
+// "avg" adds pushes in arrival order, and repeated runs must agree.
+TEST(GradientScaleTest, ScaledBf16PushesAverageTheSameInAnyOrder) {
+  constexpr int64_t kElements = 4096;
+  auto layout = ModelLayout::Create({{"w", {kElements}}});
+  ASSERT_TRUE(layout.ok());
+  auto make_store = [&] {
+    ShardOptions o = Sgd(0.5);
+    o.staleness.average = true;
+    o.staleness.average_pushes = 3;
+    auto store = *ShardStore::Create(o);
+    std::vector<float> w(kElements, 1.0f);
+    std::string bytes;
+    AppendEncoded(w.data(), kElements, v1::DTYPE_FP32, &bytes);
+    EXPECT_TRUE(store->Init(*layout, {PayloadRange{0, 0, bytes, 0}}).ok());
+    return store;
+  };
+  std::vector<std::string> payloads(3);
+  const float scales[3] = {0.37f, 0.81f, 0.093f};
+  for (int p = 0; p < 3; ++p) {
+    std::vector<float> g(kElements);
+    for (int64_t i = 0; i < kElements; ++i) g[i] = std::sin(0.7f * i + p) * (1 + p);
+    AppendEncoded(g.data(), kElements, v1::DTYPE_BF16, &payloads[p]);
+  }
+  std::vector<std::vector<float>> results;
+  for (const std::vector<int>& order : {std::vector<int>{0, 1, 2}, {2, 0, 1}, {1, 2, 0}}) {
+    auto store = make_store();
+    for (int p : order) {
+      ASSERT_TRUE(store->Push(absl::StrCat("p", p), v1::DTYPE_BF16,
+                              {PayloadRange{0, 0, payloads[p], 0}}, nullptr, scales[p])
+                      .ok());
+    }
+    ASSERT_EQ(*store->Version(0), 1u);
+    std::string bytes;
+    ASSERT_TRUE(store->Read(0, v1::DTYPE_FP32, &bytes).ok());
+    std::vector<float> w(kElements);
+    ASSERT_TRUE(DecodeToFp32(v1::DTYPE_FP32, bytes, kElements, w.data()).ok());
+    results.push_back(w);
+  }
+  EXPECT_EQ(results[0], results[1]);
+  EXPECT_EQ(results[0], results[2]);
+}
+
 TEST(GradientScaleTest, AnOutOfRangeScaleIsRefusedAndChangesNothing) {
   auto store = Store(Sgd(0.1));
   for (float bad : {0.0f, -0.5f, 1.5f, std::nanf(""), INFINITY}) {
