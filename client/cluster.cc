@@ -141,7 +141,10 @@ class Cluster::Impl {
   absl::StatusOr<std::unique_ptr<GradientStream>> StartPush(
       absl::Span<const uint64_t> base_versions, v1::DType wire_dtype, std::string push_id);
   absl::StatusOr<std::vector<v1::StatsResponse>> Stats();
+  absl::Status Leave();
   std::string NewPushId();
+  // PushRequest.worker_id: this client's push-id prefix.
+  std::string WorkerId() const { return absl::StrFormat("%016x", push_id_prefix_); }
   const ClusterOptions& options() const { return options_; }
 
   bool has_layout_ = false;
@@ -563,7 +566,7 @@ absl::StatusOr<PushResult> Cluster::Impl::PushSpans(const std::vector<FlatSpan>&
     }
   }
   const int64_t width = static_cast<int64_t>(WireBytesPerElement(wire_dtype));
-  const std::string worker_id = absl::StrFormat("%016x", push_id_prefix_);
+  const std::string worker_id = WorkerId();
   std::vector<ShardPushReply> replies(shards_.size());
   absl::Status s = ForEachShard([&](size_t i) {
     if (sources[i].empty()) return absl::OkStatus();
@@ -597,7 +600,7 @@ absl::StatusOr<std::unique_ptr<GradientStream>> Cluster::Impl::StartPush(
   }
   GradientStreamOptions options;
   options.push_id = push_id.empty() ? NewPushId() : std::move(push_id);
-  options.worker_id = absl::StrFormat("%016x", push_id_prefix_);
+  options.worker_id = WorkerId();
   options.dtype = wire_dtype;
   options.deadline = options_.retry.deadline;
   options.message_bytes = options_.message_bytes;
@@ -615,6 +618,21 @@ absl::StatusOr<std::vector<v1::StatsResponse>> Cluster::Impl::Stats() {
   });
   if (!s.ok()) return s;
   return replies;
+}
+
+absl::Status Cluster::Impl::Leave() {
+  // At exit: one short attempt per shard, no retries.
+  RetryPolicy once = options_.retry;
+  once.max_attempts = 1;
+  once.deadline = std::min(once.deadline, absl::Seconds(2));
+  v1::LeaveRequest request;
+  request.set_worker_id(WorkerId());
+  return ForEachShard([&](size_t i) {
+    v1::LeaveResponse reply;
+    return spotps::CallWithRetry(
+        once, absl::StrCat("shard ", i, " (", shards_[i]->address, ") Leave"),
+        [&](grpc::ClientContext* ctx) { return shards_[i]->stub->Leave(ctx, request, &reply); });
+  });
 }
 
 // ------------------------------------------------------ the public face
@@ -664,6 +682,7 @@ absl::StatusOr<std::unique_ptr<GradientStream>> Cluster::StartPush(
   return impl_->StartPush(base_versions, wire_dtype, std::move(push_id));
 }
 absl::StatusOr<std::vector<v1::StatsResponse>> Cluster::Stats() { return impl_->Stats(); }
+absl::Status Cluster::Leave() { return impl_->Leave(); }
 std::string Cluster::NewPushId() { return impl_->NewPushId(); }
 
 }  // namespace spotps

@@ -211,6 +211,10 @@ class Cluster {
 
   // Every shard's counters, in shard order.
   absl::StatusOr<std::vector<v1::StatsResponse>> Stats();
+  // Tells every shard that this client pushes no more (a trainer leaving),
+  // so that none waits for its next push in an averaged update. Best
+  // effort: one attempt of at most 2 s per shard.
+  absl::Status Leave();
 
   // A process-unique id for a push: a random 64-bit prefix and a counter.
   std::string NewPushId();

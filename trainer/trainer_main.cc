@@ -394,6 +394,10 @@ int main(int argc, char** argv) {
   telemetry.Finish();
   if (spot_watcher != nullptr) spot_watcher->Stop();
   if (membership != nullptr) membership->Leave();
+  // Shards other than shard 0 would otherwise count this trainer as live
+  // (and hold averaged updates for it) until it had been silent a while.
+  // Best effort: a shard that misses it still stops counting it then.
+  (*cluster)->Leave().IgnoreError();
   // A model whose loss is not finite (a broken file): bad usage.
   if (!summary.ok() && absl::IsInvalidArgument(summary.status())) {
     return UsageError(summary.status());

@@ -458,6 +458,7 @@ grpc::Status ParameterServerService::Stats(grpc::ServerContext*, const v1::Stats
                                            v1::StatsResponse* response) {
   store_->FillStats(response);
   response->set_incarnation(incarnation_);
+  response->set_live_pushers(static_cast<uint32_t>(RecentWorkers()));
   if (checkpointer_ != nullptr) {
     response->set_restored_checkpoint_id(checkpointer_->restored_id());
     response->set_last_checkpoint_id(checkpointer_->last_written_id());
@@ -467,6 +468,16 @@ grpc::Status ParameterServerService::Stats(grpc::ServerContext*, const v1::Stats
       response->set_last_checkpoint_error_unix_ms(absl::ToUnixMillis(failure.time));
     }
   }
+  return grpc::Status::OK;
+}
+
+grpc::Status ParameterServerService::Leave(grpc::ServerContext*, const v1::LeaveRequest* request,
+                                           v1::LeaveResponse* response) {
+  if (request->worker_id().empty() || request->worker_id().size() > kMaxWorkerIdBytes) {
+    return InvalidArgument(absl::StrFormat("leave names a worker_id of %d bytes: want 1 to %d",
+                                           request->worker_id().size(), kMaxWorkerIdBytes));
+  }
+  response->set_known(pushers_.Forget(request->worker_id()));
   return grpc::Status::OK;
 }
 

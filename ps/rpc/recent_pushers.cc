@@ -5,6 +5,14 @@
 
 namespace spotps {
 
+bool RecentPushers::Forget(absl::string_view client) {
+  absl::MutexLock lock(&mu_);
+  auto it = clients_.find(client);
+  if (it == clients_.end()) return false;
+  clients_.erase(it);
+  return true;
+}
+
 void RecentPushers::Record(absl::string_view client, absl::Time now) {
   if (client.empty()) return;
   absl::MutexLock lock(&mu_);

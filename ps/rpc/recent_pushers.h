@@ -34,6 +34,9 @@ class RecentPushers {
   // Records a push by `client` (PushRequest.worker_id) at `now`; an empty
   // name is not counted.
   void Record(absl::string_view client, absl::Time now);
+  // Stops counting `client` (it said it pushes no more); false if it was
+  // not counted.
+  bool Forget(absl::string_view client);
   // The clients live at `now`; forgets the others.
   int Count(absl::Time now);
 

@@ -278,6 +278,41 @@ TEST_F(PsServiceTest, AGradientScaleInTwoMessagesIsRefused) {
   EXPECT_EQ(w0, 1.0f - 0.25f * 0.5f);  // lr 0.25, gradient 1 x 0.5.
 }
 
+// The clients that push count as live workers until they Leave (or fall
+// silent); a bad Leave is refused.
+TEST_F(PsServiceTest, APusherCountsUntilItLeaves) {
+  InitValid();
+  auto live = [this] {
+    grpc::ClientContext ctx;
+    v1::StatsResponse stats;
+    EXPECT_TRUE(stub_->Stats(&ctx, v1::StatsRequest(), &stats).ok());
+    return stats.live_pushers();
+  };
+  auto leave = [this](const std::string& worker, v1::LeaveResponse* reply) {
+    grpc::ClientContext ctx;
+    v1::LeaveRequest request;
+    request.set_worker_id(worker);
+    return stub_->Leave(&ctx, request, reply);
+  };
+  EXPECT_EQ(live(), 0u);
+  for (const char* worker : {"trainer-a", "trainer-b"}) {
+    v1::PushRequest p = GoodPush();
+    p.set_worker_id(worker);
+    ASSERT_TRUE(SendPush({p}).ok());
+  }
+  EXPECT_EQ(live(), 2u);
+  v1::LeaveResponse reply;
+  ASSERT_TRUE(leave("trainer-a", &reply).ok());
+  EXPECT_TRUE(reply.known());
+  EXPECT_EQ(live(), 1u);
+  ASSERT_TRUE(leave("trainer-a", &reply).ok());
+  EXPECT_FALSE(reply.known());
+  ExpectStatus(leave("", &reply), grpc::StatusCode::INVALID_ARGUMENT, "worker_id of 0 bytes");
+  ExpectStatus(leave(std::string(129, 'x'), &reply), grpc::StatusCode::INVALID_ARGUMENT,
+               "want 1 to 128");
+  EXPECT_EQ(live(), 1u);
+}
+
 TEST_F(PsServiceTest, OversizedMessagesAndFloodsAreCutOff) {
   InitValid();
   // One message above the server's receive limit.

@@ -74,6 +74,9 @@ class DrainTest : public ::testing::Test {
     auto stats = (*Cluster::Connect(shards_->addresses()))->Stats();
     ASSERT_TRUE(stats.ok());
     EXPECT_EQ((*stats)[0].pushes_applied(), static_cast<uint64_t>(LogField(log, "steps"))) << log;
+    // It left: the shard no longer counts it as a live worker (it would for
+    // at least a second of silence otherwise).
+    EXPECT_EQ((*stats)[0].live_pushers(), 0u) << log;
   }
 
   // A trainer watching `source` drains once `announce` makes the fake
