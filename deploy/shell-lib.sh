@@ -1,5 +1,18 @@
 # Shell functions shared by the deploy/ scripts (sourced, not run).
 
+# install_and_build TARGET...: installs the dependencies (deploy/install-deps.sh)
+# and builds TARGETs in build/ (Release); run from the repository root. The
+# configure log goes to .cache/configure.log and is shown if it fails.
+install_and_build() {
+  say "installing dependencies"
+  deploy/install-deps.sh
+  say "building"
+  mkdir -p .cache
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release > .cache/configure.log 2>&1 ||
+    { cat .cache/configure.log; exit 1; }
+  cmake --build build -j"$(nproc)" --target "$@"
+}
+
 # wait_for_exit SECONDS PID...: waits until every PID has exited, at most
 # SECONDS; returns 0 if they all did.
 wait_for_exit() {

@@ -86,14 +86,8 @@ WORK_DIR=${WORK_DIR:-$repo/.cache/finetune}
 mkdir -p "$WORK_DIR"
 work=$(cd "$WORK_DIR" && pwd)
 
-say "installing dependencies"
-deploy/install-deps.sh
-say "building"
-mkdir -p .cache
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release > .cache/configure.log 2>&1 ||
-  { cat .cache/configure.log; exit 1; }
-cmake --build build -j"$(nproc)" --target spotps-ps spotps-trainer spotps-tokenize \
-  spotps-generate spotps-ctl spotps-sentencepiece
+install_and_build spotps-ps spotps-trainer spotps-tokenize spotps-generate spotps-ctl \
+  spotps-sentencepiece
 bin=$repo/build/bin
 py=/usr/bin/python3
 

@@ -61,14 +61,7 @@ source "$repo/deploy/shell-lib.sh"
 cd "$repo"
 say() { echo "[up] $*"; }
 
-say "installing dependencies"
-deploy/install-deps.sh
-say "building"
-mkdir -p .cache
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release > .cache/configure.log 2>&1 ||
-  { cat .cache/configure.log; exit 1; }
-cmake --build build -j"$(nproc)" \
-  --target spotps-ps spotps-trainer spotps-tokenize spotps-generate spotps-ctl
+install_and_build spotps-ps spotps-trainer spotps-tokenize spotps-generate spotps-ctl
 bin=$repo/build/bin
 
 say "preparing the corpus"
