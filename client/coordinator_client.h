@@ -39,8 +39,9 @@ class CoordinatorClient {
   // A new lease; the response says how often to heartbeat and the job's
   // consistency mode. The client keeps the response's worker_key and sends
   // it with every later call about that worker (and its reports), so only
-  // this client (from the same identity) can act for it. `tokens_per_unit` (batch x seq_len; 0: not said)
-  // bounds what this worker's training reports may claim.
+  // this client (from the same identity) can act for it. `tokens_per_unit`
+  // (batch x seq_len; 0: not said) bounds what this worker's training
+  // reports may claim.
   absl::StatusOr<v1::RegisterResponse> Register(const std::string& name,
                                                 uint64_t tokens_per_unit = 0);
   // NOT_FOUND: the lease expired (or the coordinator restarted); register

@@ -115,7 +115,9 @@ void ShardStreams::Send(uint32_t partition_id, const float* values) {
   SingleThreadedConversionScope one_thread;
   const Partition& p = map_.partitions()[partition_id];
   ShardLane& lane = *lanes_[p.shard];
-  auto fields = [&lane] { return lane.header_sent ? std::string() : lane.header.SerializeAsString(); };
+  auto fields = [&lane] {
+    return lane.header_sent ? std::string() : lane.header.SerializeAsString();
+  };
   for (int64_t done = 0; done < p.num_elements;) {
     const int64_t n = std::min(per_message_ - lane.pending, p.num_elements - done);
     lane.chunks.push_back(ChunkHeader{partition_id, static_cast<uint64_t>(done),

@@ -40,7 +40,8 @@ absl::StatusOr<PushResult> CombinePushReplies(const std::vector<ShardPushReply>&
     for (uint64_t st : r.staleness()) result.max_staleness = std::max(result.max_staleness, st);
     if (!r.deferred() && r.partition_ids_size() == r.new_versions_size()) {
       for (int k = 0; k < r.partition_ids_size(); ++k) {
-        if (r.partition_ids(k) < num_partitions) result.versions[r.partition_ids(k)] = r.new_versions(k);
+        if (r.partition_ids(k) >= num_partitions) continue;
+        result.versions[r.partition_ids(k)] = r.new_versions(k);
       }
     }
     result.bytes_sent += shard.bytes;

@@ -369,8 +369,8 @@ int main(int argc, char** argv) {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(&service);
   if (*coordinator != nullptr) {
-    coordinator_service =
-        std::make_unique<spotps::CoordinatorService>(coordinator->get(), rounds.get(), &worker_keys);
+    coordinator_service = std::make_unique<spotps::CoordinatorService>(coordinator->get(),
+                                                                       rounds.get(), &worker_keys);
     builder.RegisterService(coordinator_service.get());
     builder.RegisterService(report_service.get());
   }

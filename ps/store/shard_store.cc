@@ -682,9 +682,9 @@ PushOutcome ShardStore::Apply(v1::DType dtype, const std::vector<PayloadRange>& 
     float* state[2] = {nullptr, nullptr};
     for (const PayloadRange* r : group) {
       for (size_t s = 0; s < p.state.size(); ++s) state[s] = p.state[s].data() + r->offset;
-      optimizer_.Apply(p.weights.data() + r->offset, state, GradientView{dtype, r->bytes.data(), scale},
-                       r->bytes.size() / width, static_cast<float>(how.lr), p.version,
-                       how.compensation, how.beta1);
+      optimizer_.Apply(p.weights.data() + r->offset, state,
+                       GradientView{dtype, r->bytes.data(), scale}, r->bytes.size() / width,
+                       static_cast<float>(how.lr), p.version, how.compensation, how.beta1);
     }
     outcome.partition_ids.push_back(id);
     outcome.new_versions.push_back(p.version);
