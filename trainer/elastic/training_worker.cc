@@ -198,9 +198,9 @@ absl::StatusOr<bool> TrainingWorker::PushWithRecovery(const std::string& push_id
   }
   // Too stale, or based on versions a restarted shard no longer has: the
   // gradient is useless; drop it and make the next pull a full one.
+  // The caller forgets the pulled versions (see PushThen).
   if (absl::IsAborted(r.status()) || absl::IsOutOfRange(r.status())) {
     pushes_dropped_ += 1;
-    for (WeightSnapshot& b : buffers_) b.versions.clear();
     return false;
   }
   return r.status();
@@ -229,6 +229,13 @@ absl::Status TrainingWorker::PushThen(const std::function<absl::Status()>& along
   if (!applied.ok()) {
     if (early_pull.valid()) early_pull.get().IgnoreError();
     return applied.status();
+  }
+  if (!*applied) {
+    // Dropped: the next pull is a full one. A pull that started when the
+    // stream was sent writes a buffer's versions; it lands first, so that
+    // no weights are left bound without versions.
+    if (early_pull.valid()) early_pull.get().IgnoreError();
+    for (WeightSnapshot& b : buffers_) b.versions.clear();
   }
   if (alongside_settle == nullptr) {
     SettleUnit(*applied, push_id);
