@@ -31,6 +31,11 @@ PACKAGES=(
   libsentencepiece-dev
   # Labeled text for the fine-tuning job (deploy/local/fortunes_to_tsv.py).
   fortunes
+  # The container image (deploy/docker/build.sh) and its job test: podman
+  # with runc (crun fails on hybrid cgroups), a base image made offline by
+  # mmdebstrap, and what podman recommends for its storage and networks.
+  podman runc mmdebstrap uidmap fuse-overlayfs slirp4netns catatonit netavark
+  containernetworking-plugins
 )
 
 # kubectl renders the Kubernetes manifests (kubectl kustomize) in the

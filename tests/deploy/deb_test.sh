@@ -164,7 +164,8 @@ echo "== the Dockerfile against the package"
 dockerfile=$src/deploy/docker/Dockerfile
 # One instruction per line: continuation lines joined, comments dropped.
 sed -e '/^[[:space:]]*#/d' "$dockerfile" | sed -e ':a' -e '/\\$/N; s/\\\n//; ta' > "$scratch/instructions"
-grep -qx 'FROM debian:12-slim' "$scratch/instructions" || fail "Dockerfile is not FROM debian:12-slim"
+grep -qx 'ARG BASE=debian:12-slim' "$scratch/instructions" && grep -qx 'FROM ${BASE}' "$scratch/instructions" ||
+  fail "Dockerfile is not FROM \${BASE} with BASE=debian:12-slim by default"
 copy_glob=$(sed -n 's/^COPY \(spotps_[^ ]*\.deb\) .*/\1/p' "$scratch/instructions")
 [ -n "$copy_glob" ] || fail "Dockerfile copies no spotps_*.deb"
 # shellcheck disable=SC2053

@@ -65,6 +65,7 @@ SCRIPTS = (
     "deploy/slurm/scale.sh",
     "deploy/slurm/local-cluster.sh",
     "deploy/docker/entrypoint.sh",
+    "deploy/docker/build.sh",
     "deploy/install-deps.sh",
     "tests/run.sh",
     "trainer/data/prepare_corpus.sh",
