@@ -178,7 +178,7 @@ fi
 
 examples=$(sed -n 's/.*: \([0-9]*\) train + .*/\1/p' "$work/labeled.log")
 # A fine-tuning epoch passes over the training examples once, unless
-# --units_per_epoch sets a smaller budget (a unit is a batch, drawn at
+# --units_per_epoch sets another budget (a unit is a batch, drawn at
 # random).
 units=$(( examples / BATCH ))
 [ "$UNITS_PER_EPOCH" -gt 0 ] && units=$UNITS_PER_EPOCH
@@ -197,9 +197,13 @@ finetune_job finetuned --init_from="$work/pretrained.safetensors"
 total=$(( EPOCHS * units ))
 until [ "$(units_of | awk '{print $2}')" -ge $(( total / 3 )) ]; do sleep 0.5; done
 victim=${trainer_pids[1]}
-kill -KILL "$victim"
-wait "$victim" 2>/dev/null || true
-say "   trainer-1 killed (kill -9) with $(units_of | awk '{print $2}') of $total units committed"
+if kill -KILL "$victim" 2> /dev/null; then
+  wait "$victim" 2>/dev/null || true
+  say "   trainer-1 killed (kill -9) with $(units_of | awk '{print $2}') of $total units committed"
+else
+  wait "$victim" 2>/dev/null || true  # Trainers leave once every unit is committed.
+  say "   trainer-1 had already left: the job ended before the kill (give it more --units_per_epoch)"
+fi
 start_trainer finetuned "$WORKERS" "$work/classifier.pt" "$work/labeled.examples" \
     --eval_batches=0 --init_from="$work/pretrained.safetensors"
 say "   trainer-$WORKERS joined"

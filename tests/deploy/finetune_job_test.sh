@@ -25,7 +25,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$repo/deploy/local/finetune.sh" --pretrain_seconds=20 --epochs=1 --d_model=64 --n_layer=2 \
+# 300 units: enough that a fast machine is still training when the test
+# kills a trainer at a third of them.
+"$repo/deploy/local/finetune.sh" --pretrain_seconds=20 --epochs=1 --units_per_epoch=300 \
+  --d_model=64 --n_layer=2 \
   --seq_len=64 --vocab=1000 --work_dir="$work" > "$work/job.log" 2>&1 ||
   fail "finetune.sh exited $?"
 grep -q "trainer-1 killed (kill -9)" "$work/job.log" || fail "no trainer was killed"

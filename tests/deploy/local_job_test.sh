@@ -90,7 +90,7 @@ grep -q "initialised the shards with this trainer's weights" "$work/up.log" ||
 # The other either lost the race to initialise, found weights nobody has
 # trained yet, or joined a few steps in: it says which, never that the shards
 # "already hold the model", which read like a resume.
-grep -Eq "initialised the model moments ago|no update applied yet|at global step [0-9]{1,2}:" \
+grep -Eq "initialised the model moments ago|no update applied yet|at global step [0-9]+:" \
   "$work/up.log" || fail "the second trainer did not say where its weights come from"
 ! grep -q "already hold the model" "$work/up.log" || fail "a trainer of a fresh job claims to resume"
 sample=$(sed -n 's/^\[up\]   sample from them: *//p' "$work/up.log")

@@ -13,6 +13,7 @@
 # fails the test, it never skips.
 set -euo pipefail
 source "$(dirname "$0")/../support/test_corpus.sh"
+source "$(dirname "$0")/../support/job_status.sh"
 
 bin=${1:?usage: slurm_job_test.sh BIN_DIR}
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -81,18 +82,7 @@ units=1000
 scale() { "$repo/deploy/slurm/scale.sh" --job_dir="$job" "$@"; }
 
 status_json() { scale status --json 2> /dev/null; }
-committed() { status_json | jq '[.coordinator.epochs[].committed] | add // 0'; }
 live_workers() { status_json | jq '.coordinator.workers | length'; }
-# Waits until $1 units are committed (fails after $2 s).
-wait_committed() {
-  local want=$1 limit=$2 c=0
-  for _ in $(seq $((limit * 4))); do
-    c=$(committed || echo 0)
-    [ "$c" -ge "$want" ] && return 0
-    sleep 0.25
-  done
-  fail "only $c units committed after ${limit} s (wanted $want)"
-}
 # Waits until $1 trainers are registered (fails after $2 s). With $3 =
 # or_done, a job that finished meanwhile also ends the wait: its last
 # trainers exit once every unit is committed.
@@ -114,7 +104,7 @@ wait_workers 2 90
 wait_committed 60 120
 say "2 trainers, $(committed) units committed; scaling up to 3 (sbatch --array)"
 scale up 1
-wait_workers 3 90
+wait_workers 3 90 or_done
 wait_committed 200 120
 [ "$(running_tasks)" -eq 3 ] || fail "expected 3 running trainer tasks"
 
@@ -134,7 +124,7 @@ done
 [ -n "$requeued" ] || fail "no spot trainer was preempted and requeued within 60 s (blocker job $blocker)"
 grep -q 'drain: signal 15' "$requeued" || fail "the preempted trainer did not drain; see $requeued"
 say "preempted and requeued: $(grep -h '^summary: ' "$requeued" | head -n 1 | cut -c1-60)...; restarted"
-wait_workers 3 90
+wait_workers 3 90 or_done
 
 say "$(committed) units committed; scaling down to 1 (scancel 2 tasks)"
 scale down 2

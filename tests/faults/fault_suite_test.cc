@@ -170,7 +170,7 @@ void PartitionTest::RunJob(int cut, absl::Duration cut_for, bool durable, int un
 // units are re-issued, and when healed it reconnects and nothing counts twice.
 TEST_F(PartitionTest, TrainerCutOffRejoinsAndNothingIsAppliedTwice) {
   PartitionResult r;
-  RunJob(/*cut=*/kShards, absl::Seconds(8), /*durable=*/false, 60, &r);
+  RunJob(/*cut=*/kShards, absl::Seconds(8), /*durable=*/false, 150, &r);
   EXPECT_GT(r.reissued, 0) << r.status_json;
 }
 
@@ -234,7 +234,7 @@ TEST_F(PartitionTest, CoordinatorShardCutOffTrainersRejoin) {
 // Gray failures: SIGSTOP / SIGCONT.
 // ---------------------------------------------------------------------------
 
-constexpr int kJobUnits = 60;
+constexpr int kJobUnits = 150;
 
 void CheckAllCommitted(const v1::ProgressResponse& p, uint64_t* reissued, uint64_t* duplicated) {
   for (const auto& e : p.epochs()) {

@@ -132,8 +132,9 @@ void MultiHostTest::RunJob(bool caps) {
       8e-6 * static_cast<double>(JsonSum(*status, "bytes_in") + JsonSum(*status, "bytes_out")) /
       std::max(seconds, 1.0);
   EXPECT_EQ(committed, kEpochs * kUnits) << *status;
-  // A unit trained twice is counted as duplicated, never lost.
-  EXPECT_EQ(units_trained, committed + duplicated) << *status;
+  // A trainer counts the units it committed first; a unit trained twice
+  // (its lease ran out under load) is counted as duplicated, never lost.
+  EXPECT_EQ(units_trained, committed) << *status;
 
   auto generate =
       hosts.Run(kShards + 1,

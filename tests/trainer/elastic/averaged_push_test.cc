@@ -78,10 +78,15 @@ TEST(AveragedPushTest, TwoTrainersPushesAreAppliedOnceEachInAveragedUpdates) {
   // pushes (the join ramp, --first_step_batch).
   EXPECT_EQ(pushes, kUnits + kTrainers);
   // A held odd push is applied after --average_wait_ms even with no other.
-  absl::SleepFor(absl::Milliseconds(600));
   auto cluster = Cluster::Connect((*shards)->addresses());
   ASSERT_TRUE(cluster.ok());
   auto stats = (*cluster)->Stats();
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < give_up &&
+         !(stats.ok() && (*stats)[0].pushes_applied() == static_cast<uint64_t>(pushes))) {
+    absl::SleepFor(absl::Milliseconds(50));
+    stats = (*cluster)->Stats();
+  }
   ASSERT_TRUE(stats.ok()) << stats.status();
   const v1::StatsResponse& s = (*stats)[0];
   EXPECT_EQ(s.staleness_method(), "none+avg(k=2,wait=200ms)");

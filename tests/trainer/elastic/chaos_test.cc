@@ -21,7 +21,7 @@ using testing::LogTails;
 using testing::TrainingJob;
 
 constexpr int kEpochs = 2;
-constexpr int kUnits = 200;
+constexpr int kUnits = 300;
 constexpr int kTrainers = 3;
 
 // The figures line, printed by main() after gtest's own output so that it
@@ -68,62 +68,73 @@ TEST(ChaosTest, PreemptionsAndAShardCrashLoseNothing) {
   ASSERT_TRUE(chaos.StartShards(true).ok());
   for (int i = 0; i < kTrainers; ++i) ASSERT_TRUE(chaos.StartTrainer().ok());
   std::mt19937 rng(2026);
-  bool sent_sigterm = false, crashed_shard = false;
+  // Each action fires once the job has committed its share of the units:
+  // paced by progress, not by the clock, so that a fast machine cannot
+  // finish the job before the chaos is over.
+  enum class Action { kKill, kCrashShard, kSigterm };
+  const std::vector<std::pair<double, Action>> plan = {{0.05, Action::kKill},
+                                                       {0.15, Action::kCrashShard},
+                                                       {0.25, Action::kKill},
+                                                       {0.35, Action::kSigterm},
+                                                       {0.45, Action::kKill}};
+  size_t next = 0;
   int kills = 0;
   const absl::Time give_up = absl::Now() + absl::Seconds(180);
-  auto progress = chaos.Progress();
-  while (absl::Now() < give_up && !(progress.ok() && progress->done())) {
-    absl::SleepFor(absl::Milliseconds(1500 + rng() % 1000));
-    progress = chaos.Progress();
-    if (progress.ok() && progress->done()) break;
-    std::vector<int> alive = chaos.Running();
-    const uint64_t committed = progress.ok() ? progress->epochs(0).committed() : 0;
-    if (!crashed_shard && committed >= kUnits / 2) {
+  auto cluster = Cluster::Connect(chaos.shards().addresses());
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  while (next < plan.size() && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(50));
+    auto progress = chaos.Progress();
+    if (!progress.ok()) continue;
+    if (progress->done()) break;
+    uint64_t committed = 0;
+    for (const auto& e : progress->epochs()) committed += e.committed();
+    if (committed < plan[next].first * kEpochs * kUnits) continue;
+    const Action action = plan[next++].second;
+    if (action == Action::kCrashShard) {
       // Shard 1 dies once it has a checkpoint, and comes back from it.
-      auto stats = (*Cluster::Connect(chaos.shards().addresses()))->Stats();
-      if (stats.ok() && (*stats)[1].last_checkpoint_id() > 0) {
-        chaos.shards().shard(1).Signal(SIGKILL);
-        ASSERT_TRUE(chaos.shards().shard(1).Wait(absl::Seconds(10)).ok());
-        absl::SleepFor(absl::Seconds(1));
-        const absl::Time restart = absl::Now();
-        absl::Status restarted = chaos.shards().Restart(1);
-        ASSERT_TRUE(restarted.ok()) << restarted << LogTails(dir.path() + "/chaos");
-        crashed_shard = true;
-        const double resumed_s =
-            SecondsUntilPushesResume(**Cluster::Connect(chaos.shards().addresses()), 1, restart);
-        EXPECT_GT(resumed_s, 0) << "no push reached the restarted shard"
-                                << LogTails(dir.path() + "/chaos");
-        recovery_line = absl::StrFormat(
-            "chaos: shard 1 restarted from its checkpoint; first push applied %.2f s after start",
-            resumed_s);
-        continue;
+      auto stats = (*cluster)->Stats();
+      while (absl::Now() < give_up && !(stats.ok() && (*stats)[1].last_checkpoint_id() > 0)) {
+        absl::SleepFor(absl::Milliseconds(50));
+        stats = (*cluster)->Stats();
       }
-    }
-    if (alive.empty()) {
-      ASSERT_TRUE(chaos.StartTrainer().ok());
+      chaos.shards().shard(1).Signal(SIGKILL);
+      ASSERT_TRUE(chaos.shards().shard(1).Wait(absl::Seconds(10)).ok());
+      absl::SleepFor(absl::Seconds(1));
+      const absl::Time restart = absl::Now();
+      absl::Status restarted = chaos.shards().Restart(1);
+      ASSERT_TRUE(restarted.ok()) << restarted << LogTails(dir.path() + "/chaos");
+      // A new channel: the old one may be in its reconnect backoff.
+      const double resumed_s =
+          SecondsUntilPushesResume(**Cluster::Connect(chaos.shards().addresses()), 1, restart);
+      EXPECT_GT(resumed_s, 0) << "no push reached the restarted shard"
+                              << LogTails(dir.path() + "/chaos");
+      recovery_line = absl::StrFormat(
+          "chaos: shard 1 restarted from its checkpoint; first push applied %.2f s after start",
+          resumed_s);
       continue;
     }
-    int victim = alive[rng() % alive.size()];
-    if (!sent_sigterm && kills >= 2) {
-      victim = alive.front();                     // The longest-running one: surely past start-up.
+    std::vector<int> alive = chaos.Running();
+    ASSERT_FALSE(alive.empty()) << "every trainer is gone" << LogTails(dir.path() + "/chaos");
+    if (action == Action::kSigterm) {
+      const int victim = alive.front();           // The longest-running one: surely past start-up.
       chaos.trainers()[victim]->Signal(SIGTERM);  // A graceful preemption.
-      sent_sigterm = true;
       auto code = chaos.trainers()[victim]->Wait(absl::Seconds(30));
       ASSERT_TRUE(code.ok());
       EXPECT_EQ(*code, 0) << "a drained trainer exits 0" << LogTails(dir.path() + "/chaos");
     } else {
+      const int victim = alive[rng() % alive.size()];
       chaos.trainers()[victim]->Signal(SIGKILL);
       chaos.trainers()[victim]->Wait(absl::Seconds(10)).IgnoreError();
       ++kills;
     }
     ASSERT_TRUE(chaos.StartTrainer().ok());  // Spot capacity comes back.
   }
+  EXPECT_EQ(next, plan.size()) << "the job ended (or time ran out) before chaos action " << next;
   auto done = chaos.WaitDone(absl::Seconds(120));
   const std::string chaos_dir = dir.path() + "/chaos";
   ASSERT_TRUE(done.ok()) << done.status() << LogTails(chaos_dir);
-  EXPECT_TRUE(sent_sigterm);
-  EXPECT_TRUE(crashed_shard);
-  EXPECT_GE(kills, 2);
+  EXPECT_EQ(kills, 3);
 
   uint64_t committed = 0, duplicated = 0, reissued = 0;
   for (const auto& e : done->epochs()) {

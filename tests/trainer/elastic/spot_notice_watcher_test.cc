@@ -142,10 +142,10 @@ TEST_F(SpotNoticeWatcherTest, ExpiredTokenIsReplacedTransparently) {
 
 TEST_F(SpotNoticeWatcherTest, TokenIsRefreshedBeforeItsTtlEnds) {
   SpotNoticeWatcher::Options options = FastOptions();
-  options.token_ttl_s = 1;  // refreshed after 0.75 s
+  options.token_ttl_s = 2;  // refreshed after 1.5 s
   std::unique_ptr<SpotNoticeWatcher> watcher = MakeWatcher(options);
   ASSERT_TRUE(watcher->PollOnce().ok());
-  absl::SleepFor(absl::Milliseconds(800));
+  absl::SleepFor(absl::Milliseconds(1600));
   ASSERT_TRUE(watcher->PollOnce().ok());
   EXPECT_EQ(server_->requests().token_puts, 2);
   EXPECT_EQ(server_->requests().unauthorized, 0);

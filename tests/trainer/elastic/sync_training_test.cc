@@ -20,7 +20,7 @@ namespace {
 using testing::LogTails;
 using testing::TrainingJob;
 
-constexpr int kEpochs = 2, kUnits = 120, kTrainers = 3;
+constexpr int kEpochs = 2, kUnits = 200, kTrainers = 3;
 
 // Waits until at least `n` sync rounds were applied.
 absl::Status WaitForRounds(TrainingJob& job, uint64_t n, absl::Duration timeout) {
