@@ -106,7 +106,9 @@ ABSL_FLAG(std::string, peers, "",
           "from shard 1 on.");
 ABSL_FLAG(std::string, metrics_listen, "",
           "Serve Prometheus metrics at http://host:port/metrics (port 0 picks a free one); "
-          "shard 0 also serves its status page at / there. Empty: off.");
+          "shard 0 also serves its status page at / there. Served over TLS with --tls_cert, "
+          "and with --auth_tokens every request needs a reader's token or better (Authorization: "
+          "Bearer). Empty: off.");
 
 namespace {
 
@@ -242,7 +244,8 @@ absl::Status RestoreCheckpoint(spotps::ShardCheckpointer* checkpointer, spotps::
 
 // The --metrics_listen endpoint: /metrics, and on shard 0 the status page.
 absl::StatusOr<std::unique_ptr<spotps::HttpEndpoint>> StartMetricsEndpoint(
-    spotps::MetricsRegistry* registry, spotps::StatusPage* page) {
+    spotps::MetricsRegistry* registry, spotps::StatusPage* page,
+    spotps::HttpEndpointOptions security) {
   std::map<std::string, spotps::HttpHandler> handlers;
   handlers["/metrics"] = [registry] {
     return spotps::HttpReply{200, "text/plain; version=0.0.4; charset=utf-8", registry->Render()};
@@ -255,7 +258,8 @@ absl::StatusOr<std::unique_ptr<spotps::HttpEndpoint>> StartMetricsEndpoint(
       return spotps::HttpReply{200, "application/json", page->Json()};
     };
   }
-  return spotps::HttpEndpoint::Start(absl::GetFlag(FLAGS_metrics_listen), std::move(handlers));
+  return spotps::HttpEndpoint::Start(absl::GetFlag(FLAGS_metrics_listen), std::move(handlers),
+                                     std::move(security));
 }
 
 }  // namespace
@@ -301,6 +305,11 @@ int main(int argc, char** argv) {
   absl::StatusOr<spotps::ShardSecurityOptions> security =
       spotps::ShardSecurityFromFlags(absl::GetFlag(FLAGS_listen));
   if (!security.ok()) return UsageError(security.status());
+  absl::StatusOr<spotps::HttpEndpointOptions> metrics_security;
+  if (const std::string m = absl::GetFlag(FLAGS_metrics_listen); !m.empty()) {
+    metrics_security = spotps::MetricsEndpointSecurity(m, *security);
+    if (!metrics_security.ok()) return UsageError(metrics_security.status());
+  }
   if (spotps::CheckFlagsOnly()) return spotps::kExitSuccess;
 
   absl::StatusOr<std::unique_ptr<spotps::ShardCheckpointer>> checkpointer =
@@ -339,10 +348,12 @@ int main(int argc, char** argv) {
       status_page = std::make_unique<spotps::StatusPage>(
           store->get(), checkpointer->get(), coordinator->get(), history.get(), peers->get());
     }
-    auto endpoint = StartMetricsEndpoint(&metrics_registry, status_page.get());
+    const bool https = !metrics_security->cert_pem.empty();
+    auto endpoint =
+        StartMetricsEndpoint(&metrics_registry, status_page.get(), *std::move(metrics_security));
     if (!endpoint.ok()) return RuntimeError(endpoint.status());
     metrics_endpoint = *std::move(endpoint);
-    std::printf("spotps-ps: metrics on http://%s:%d/metrics%s\n",
+    std::printf("spotps-ps: metrics on %s://%s:%d/metrics%s\n", https ? "https" : "http",
                 absl::GetFlag(FLAGS_metrics_listen)
                     .substr(0, absl::GetFlag(FLAGS_metrics_listen).rfind(':'))
                     .c_str(),

@@ -1,11 +1,10 @@
 #include "ps/rpc/shard_security.h"
 
 #include <arpa/inet.h>
-#include <netinet/in.h>
-
 #include <grpc/grpc_security.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <netinet/in.h>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/ascii.h"
@@ -20,7 +19,8 @@ ABSL_FLAG(std::string, auth_tokens, "",
           "File of 'TOKEN ROLE' lines (roles: reader, trainer, admin); every call must then "
           "carry a token whose role allows it.");
 ABSL_FLAG(bool, insecure, false,
-          "Allow plaintext on a non-loopback --listen address (without --tls_cert).");
+          "Allow plaintext on a non-loopback --listen or --metrics_listen address (without "
+          "--tls_cert).");
 
 namespace spotps {
 namespace {
@@ -154,6 +154,27 @@ absl::StatusOr<ShardSecurityOptions> ShardSecurityFromFlags(const std::string& l
     absl::StatusOr<TokenTable> tokens = TokenTable::Load(path);
     if (!tokens.ok()) return tokens.status();
     options.tokens = *std::move(tokens);
+  }
+  return options;
+}
+
+absl::StatusOr<HttpEndpointOptions> MetricsEndpointSecurity(const std::string& metrics_listen,
+                                                            const ShardSecurityOptions& shard) {
+  if (shard.cert_pem.empty() && !absl::GetFlag(FLAGS_insecure) &&
+      !IsLoopbackListenAddress(metrics_listen)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("refusing plaintext metrics on the non-loopback address ", metrics_listen,
+                     " (--metrics_listen): give --tls_cert and --tls_key, or --insecure"));
+  }
+  HttpEndpointOptions options;
+  options.cert_pem = shard.cert_pem;
+  options.key_pem = shard.key_pem;
+  if (shard.tokens.has_value()) {
+    options.authorize = [tokens = *shard.tokens](absl::string_view token) {
+      const std::optional<Role> role = tokens.RoleOf(token);
+      if (!role.has_value()) return HttpAccess::kUnauthenticated;
+      return *role >= Role::kReader ? HttpAccess::kAllowed : HttpAccess::kForbidden;
+    };
   }
   return options;
 }

@@ -22,6 +22,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "common/channel_security.h"
+#include "common/http_endpoint.h"
 #include "ps/rpc/token_table.h"
 
 namespace spotps {
@@ -41,6 +42,13 @@ struct ShardSecurityOptions {
 // token file, or a non-loopback `listen` address without TLS unless
 // --insecure.
 absl::StatusOr<ShardSecurityOptions> ShardSecurityFromFlags(const std::string& listen);
+
+// The --metrics_listen endpoint behind the same doors as gRPC: HTTPS with
+// the shard's certificate when it has one, and with a token table a
+// reader's token (or a stronger role's) on every request. INVALID_ARGUMENT
+// for plaintext on a non-loopback `metrics_listen` without --insecure.
+absl::StatusOr<HttpEndpointOptions> MetricsEndpointSecurity(const std::string& metrics_listen,
+                                                            const ShardSecurityOptions& shard);
 
 // How shard 0 reaches its peers: the same CA and certificate (as a client
 // certificate) and the token of --token_file.

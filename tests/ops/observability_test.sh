@@ -16,6 +16,7 @@
 # test: deploy/install-deps.sh installs both.
 set -euo pipefail
 source "$(dirname "$0")/../support/test_corpus.sh"
+source "$(dirname "$0")/../support/prometheus.sh"
 
 bin=${1:?usage: observability_test.sh BIN_DIR ARTIFACT_DIR}
 artifacts=${2:?usage: observability_test.sh BIN_DIR ARTIFACT_DIR}
@@ -68,7 +69,6 @@ wait_log() {
   done
   fail "no line matching '$3' in $1 within $2 s"
 }
-free_port() { "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 make_test_corpus "$bin" "$work" || fail "spotps-tokenize failed"
 
@@ -83,7 +83,7 @@ p1=$(wait_log "$work/shard1.port" 60 '^([0-9]+)$')
 # Far more units than the test trains: the trainers are drained at the end.
 "$bin/spotps-ps" "${common[@]}" --shard_index=0 --port_file="$work/shard0.port" \
   --checkpoint_dir="$work/ckpt0" --checkpoint_every_s=3 --peers="127.0.0.1:$p1" \
-  --epochs=2 --units_per_epoch=5000 > "$work/shard0.log" 2>&1 &
+  --epochs=2 --units_per_epoch=50000 > "$work/shard0.log" 2>&1 &
 pids+=($!)
 m0=$(wait_log "$work/shard0.log" 60 'metrics on http://[^:]*:([0-9]+)/metrics, status page')
 p0=$(wait_log "$work/shard0.port" 60 '^([0-9]+)$')
@@ -105,7 +105,6 @@ for i in 0 1; do
 done
 say "metrics: shards on $m0 $m1, trainers on ${trainer_ports[*]}"
 
-prom_port=$(free_port)
 cat > "$work/prometheus.yml" <<EOF
 global:
   scrape_interval: 1s
@@ -118,39 +117,8 @@ scrape_configs:
     static_configs:
       - targets: ['127.0.0.1:${trainer_ports[0]}', '127.0.0.1:${trainer_ports[1]}']
 EOF
-prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/tsdb" \
-  --web.listen-address="127.0.0.1:$prom_port" > "$work/prometheus.log" 2>&1 &
-pids+=($!)
-prom=http://127.0.0.1:$prom_port
-deadline=$((SECONDS + 60))
-until get "$prom/-/ready" > /dev/null 2>&1; do
-  [ $SECONDS -lt $deadline ] || fail "prometheus not ready within 60 s"
-  sleep 0.5
-done
-say "prometheus ready on $prom_port"
-
-# The value of a PromQL query's first sample, or empty.
-query() {
-  "$py" - "$prom" "$1" <<'EOF'
-import json, sys, urllib.parse, urllib.request
-url = sys.argv[1] + "/api/v1/query?" + urllib.parse.urlencode({"query": sys.argv[2]})
-data = json.load(urllib.request.urlopen(url, timeout=10))
-if data["status"] != "success":
-    sys.exit("query failed: " + json.dumps(data))
-result = data["data"]["result"]
-print(result[0]["value"][1] if result else "")
-EOF
-}
-# Polls PromQL $1 until awk condition $2 (on the value v) holds or 120 s pass.
-wait_query() {
-  local deadline=$((SECONDS + 120)) v=""
-  while [ $SECONDS -lt $deadline ]; do
-    v=$(query "$1" || true)
-    if [ -n "$v" ] && awk -v v="$v" "BEGIN { exit !($2) }"; then echo "$v"; return 0; fi
-    sleep 1
-  done
-  fail "prometheus: '$1' = '$v', never $2 within 120 s"
-}
+start_prometheus "$work/prometheus.yml" "$work"
+say "prometheus ready at $prom"
 
 up=$(wait_query 'sum(up)' 'v == 4')
 token_rate=$(wait_query 'sum(rate(spotps_trainer_tokens_total[10s]))' 'v > 0')
@@ -221,7 +189,7 @@ if len(widths) != 2 or len(set(widths.values())) != 2:
     sys.exit("the two training curves are not drawn at different widths: %s" % widths)
 # Epochs count from 1 in the summary and in the progress rows alike.
 need(r'id="kpi-epoch"><b>1 / 2</b>', 'the summary\'s "epoch 1 / 2"')
-need(r'<div class="epoch">epoch 1 of 2: \d+ / 5000 units committed', "epoch 1's progress")
+need(r'<div class="epoch">epoch 1 of 2: \d+ / 50000 units committed', "epoch 1's progress")
 never(r'<div class="epoch">epoch 0', 'an epoch row counting from 0')
 # Trainer 1 never validates: a dash, not "nan".
 need(r'<tr class="worker"><td>trainer-1</td>(<td[^>]*>[^<]*</td>){4}<td>\u2014</td>',

@@ -1,26 +1,34 @@
 // Two real spotps-ps processes under mTLS with bearer tokens (certificates
 // made by openssl in the test): every RPC against every role, refusals that
 // change nothing, transport refusals, health, reflection, the peer calls
-// shard 0 makes with its admin token, and the flags of spotps-ctl.
-#include <google/protobuf/descriptor.pb.h>
+// shard 0 makes with its admin token, the metrics endpoint and status page
+// behind the same doors, and the flags of spotps-ctl.
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/write.hpp>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <google/protobuf/descriptor.pb.h>
 #include <map>
 #include <set>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "client/cluster.h"
 #include "client/coordinator_client.h"
-#include "spotps/v1/coordinator.grpc.pb.h"
 #include "common/atomic_file.h"
 #include "common/channel_security.h"
 #include "google/protobuf/unknown_field_set.h"
 #include "ps/rpc/access_policy.h"
+#include "spotps/v1/coordinator.grpc.pb.h"
 #include "tests/support/child_process.h"
 #include "tests/support/raw_grpc_call.h"
 #include "tests/support/test_certificates.h"
@@ -86,6 +94,7 @@ class SecurityTest : public ::testing::Test {
                                             "--auth_tokens=" + Path("tokens"),
                                             absl::StrCat("--checkpoint_dir=", Path("ckpt"), index)};
           if (index == 0) {
+            flags.push_back("--metrics_listen=127.0.0.1:0");
             std::vector<std::string> all = absl::StrSplit(addresses, ',');
             flags.push_back("--peers=" + all[1]);
             flags.push_back("--token_file=" + Path("admin.token"));
@@ -257,7 +266,8 @@ TEST_F(SecurityTest, RefusedCallsChangeNothing) {
 TEST_F(SecurityTest, OnlyTheRegisteringIdentityWithItsKeyActsForAWorker) {
   RetryPolicy policy;
   policy.max_attempts = 2;
-  auto owner = CoordinatorClient::Connect(Address(0), policy, Security(Tokens().at(Role::kTrainer)));
+  auto owner =
+      CoordinatorClient::Connect(Address(0), policy, Security(Tokens().at(Role::kTrainer)));
   auto other = CoordinatorClient::Connect(Address(0), policy, Security(kOtherTrainerToken));
   ASSERT_TRUE(owner.ok() && other.ok());
   absl::StatusOr<v1::RegisterResponse> reg = (*owner)->Register("owner");
@@ -339,8 +349,9 @@ TEST_F(SecurityTest, HealthAndReflection) {
   // try v1 first, then v1alpha: both answer a reader alike.
   const std::string list_services("\x3a\x00", 2);
   std::set<std::string> services;
-  for (const char* reflection : {"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
-                                 "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"}) {
+  for (const char* reflection :
+       {"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+        "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"}) {
     RawReply anonymous = RawGrpcCall(channel, reflection, list_services, "", absl::Seconds(10));
     EXPECT_EQ(anonymous.status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << reflection;
     RawReply reply = RawGrpcCall(channel, reflection, list_services, Tokens().at(Role::kReader),
@@ -374,8 +385,9 @@ TEST_F(SecurityTest, HealthAndReflection) {
     request.AddLengthDelimited(4, "spotps.v1.ParameterServer");
     std::string bytes;
     ASSERT_TRUE(request.SerializeToString(&bytes));
-    RawReply reply = RawGrpcCall(channel, "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
-                                 bytes, Tokens().at(Role::kReader), absl::Seconds(10));
+    RawReply reply =
+        RawGrpcCall(channel, "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", bytes,
+                    Tokens().at(Role::kReader), absl::Seconds(10));
     ASSERT_TRUE(reply.got_message) << reply.status.error_message();
     google::protobuf::UnknownFieldSet response;
     ASSERT_TRUE(response.ParseFromString(reply.first_message));
@@ -398,6 +410,114 @@ TEST_F(SecurityTest, HealthAndReflection) {
     }
     EXPECT_TRUE(listed) << service;
   }
+}
+
+// Everything `stream` yields until it closes or fails (unless `ec` already
+// holds an error).
+template <class Stream>
+std::string ReadUntilClosed(Stream& stream, boost::system::error_code& ec) {
+  std::string reply;
+  char buf[4096];
+  while (!ec) {
+    const size_t n = stream.read_some(boost::asio::buffer(buf), ec);
+    reply.append(buf, n);
+  }
+  return reply;
+}
+
+// One HTTP/1.1 exchange over TLS with a server `ca_pem` signed for
+// "localhost"; everything the server sent, or the TLS error.
+absl::StatusOr<std::string> HttpsExchange(int port, const std::string& ca_pem,
+                                          const std::string& request) {
+  namespace asio = boost::asio;
+  asio::io_context io;
+  asio::ssl::context tls(asio::ssl::context::tls_client);
+  boost::system::error_code ec;
+  tls.add_certificate_authority(asio::buffer(ca_pem), ec);
+  if (ec) return absl::InternalError(ec.message());
+  asio::ssl::stream<asio::ip::tcp::socket> stream(io, tls);
+  stream.set_verify_mode(asio::ssl::verify_peer);
+  stream.set_verify_callback(asio::ssl::host_name_verification("localhost"));
+  stream.lowest_layer().connect({asio::ip::make_address("127.0.0.1"), static_cast<uint16_t>(port)},
+                                ec);
+  if (!ec) stream.handshake(asio::ssl::stream_base::client, ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("TLS: ", ec.message()));
+  asio::write(stream, asio::buffer(request), ec);
+  return ReadUntilClosed(stream, ec);
+}
+
+// The same over plain TCP.
+std::string PlainExchange(int port, const std::string& request) {
+  namespace asio = boost::asio;
+  asio::io_context io;
+  asio::ip::tcp::socket socket(io);
+  boost::system::error_code ec;
+  socket.connect({asio::ip::make_address("127.0.0.1"), static_cast<uint16_t>(port)}, ec);
+  if (!ec) asio::write(socket, asio::buffer(request), ec);
+  return ReadUntilClosed(socket, ec);
+}
+
+// Shard 0's metrics port, from its "metrics on https://HOST:PORT/metrics" line.
+int MetricsPort(const std::string& log) {
+  const std::string kLine = "metrics on https://127.0.0.1:";
+  const size_t at = log.find(kLine);
+  int port = 0;
+  if (at == std::string::npos) return 0;
+  const std::string rest = log.substr(at + kLine.size());
+  return absl::SimpleAtoi(rest.substr(0, rest.find('/')), &port) ? port : 0;
+}
+
+// /metrics, / and /status.json are served over TLS with the shard's
+// certificate, to a reader's token or better, given as Bearer (Prometheus)
+// or as Basic's password (a browser's login prompt); no token, a wrong one
+// or plaintext HTTP get nothing.
+TEST_F(SecurityTest, MetricsAndStatusPageNeedTlsAndAReadersToken) {
+  const int port = MetricsPort(Read(Path("shard0.log")));
+  ASSERT_GT(port, 0) << Read(Path("shard0.log"));
+  const std::string ca = Read(certs_.ca);
+  auto get = [&](const std::string& path, const std::string& authorization) {
+    std::string request = absl::StrCat("GET ", path, " HTTP/1.1\r\nHost: localhost\r\n");
+    if (!authorization.empty()) absl::StrAppend(&request, "Authorization: ", authorization, "\r\n");
+    absl::StatusOr<std::string> reply =
+        HttpsExchange(port, ca, absl::StrCat(request, "Connection: close\r\n\r\n"));
+    EXPECT_TRUE(reply.ok()) << reply.status();
+    return reply.ok() ? *reply : "";
+  };
+  const std::string anonymous = get("/metrics", "");
+  EXPECT_TRUE(absl::StartsWith(anonymous, "HTTP/1.1 401")) << anonymous;
+  EXPECT_TRUE(absl::StrContains(anonymous, "WWW-Authenticate: Bearer")) << anonymous;
+  EXPECT_TRUE(absl::StrContains(anonymous, "WWW-Authenticate: Basic")) << anonymous;
+  EXPECT_FALSE(absl::StrContains(anonymous, "spotps_shard_")) << anonymous;
+  EXPECT_TRUE(
+      absl::StartsWith(get("/metrics", absl::StrCat("Bearer ", kWrongToken)), "HTTP/1.1 401"));
+  EXPECT_TRUE(absl::StartsWith(get("/status.json", "Bearer"), "HTTP/1.1 401"));
+  EXPECT_TRUE(absl::StartsWith(get("/", "Basic !!notbase64"), "HTTP/1.1 401"));
+  for (const auto& [role, token] : Tokens()) {
+    const std::string metrics = get("/metrics", "Bearer " + token);
+    EXPECT_TRUE(absl::StartsWith(metrics, "HTTP/1.1 200")) << RoleName(role) << metrics;
+    EXPECT_TRUE(absl::StrContains(metrics, "spotps_shard_global_step")) << metrics;
+  }
+  const std::string basic =
+      "Basic " + absl::Base64Escape(absl::StrCat("operator:", Tokens().at(Role::kReader)));
+  const std::string page = get("/", basic);
+  EXPECT_TRUE(absl::StartsWith(page, "HTTP/1.1 200")) << page;
+  EXPECT_TRUE(absl::StrContains(page, "text/html")) << page;
+  const std::string json = get("/status.json", basic);
+  EXPECT_TRUE(absl::StartsWith(json, "HTTP/1.1 200")) << json;
+  EXPECT_TRUE(absl::StrContains(json, "application/json")) << json;
+
+  // Plain HTTP to the TLS port, and TLS with a CA that did not sign the
+  // shard's certificate.
+  const std::string plain = PlainExchange(
+      port, absl::StrCat("GET /metrics HTTP/1.1\r\n",
+                         "Host: localhost\r\nAuthorization: "
+                         "Bearer ",
+                         Tokens().at(Role::kReader), "\r\nConnection: close\r\n\r\n"));
+  EXPECT_FALSE(absl::StrContains(plain, "spotps_shard_")) << plain;
+  EXPECT_FALSE(absl::StartsWith(plain, "HTTP/1.1 200")) << plain;
+  absl::StatusOr<std::string> untrusted = HttpsExchange(
+      port, Read(certs_.rogue_cert), "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n");
+  EXPECT_FALSE(untrusted.ok()) << *untrusted;
 }
 
 int RunToExit(const std::vector<std::string>& argv, const std::string& log) {
@@ -451,6 +571,22 @@ TEST_F(SecurityTest, BinariesTakeTheFlags) {
   tls.push_back("--tls_cert=" + certs_.server_cert);
   tls.push_back("--tls_key=" + certs_.server_key);
   EXPECT_EQ(RunToExit(tls, Path("ps-tls.log")), 0) << Read(Path("ps-tls.log"));
+  // The metrics endpoint follows the same rule as --listen.
+  const std::vector<std::string> metrics_ps = {testing::BinaryPath("spotps-ps"), "--check_flags",
+                                               "--listen=127.0.0.1:0",
+                                               "--metrics_listen=0.0.0.0:9100"};
+  EXPECT_EQ(RunToExit(metrics_ps, Path("ps-metrics-plain.log")), 2);
+  EXPECT_TRUE(absl::StrContains(Read(Path("ps-metrics-plain.log")), "refusing plaintext metrics"))
+      << Read(Path("ps-metrics-plain.log"));
+  std::vector<std::string> metrics_ok = metrics_ps;
+  metrics_ok.push_back("--insecure");
+  EXPECT_EQ(RunToExit(metrics_ok, Path("ps-metrics-insecure.log")), 0)
+      << Read(Path("ps-metrics-insecure.log"));
+  metrics_ok = metrics_ps;
+  metrics_ok.insert(metrics_ok.end(),
+                    {"--tls_cert=" + certs_.server_cert, "--tls_key=" + certs_.server_key});
+  EXPECT_EQ(RunToExit(metrics_ok, Path("ps-metrics-tls.log")), 0)
+      << Read(Path("ps-metrics-tls.log"));
   std::vector<std::string> weak = tls;
   ASSERT_TRUE(WriteFileAtomically(Path("weak-tokens"), "secret admin\n").ok());
   weak.push_back("--auth_tokens=" + Path("weak-tokens"));
