@@ -71,6 +71,10 @@ for c in $(podman ps -a --filter 'name=^spotps-ctest-' --format '{{.Names}}'); d
 done
 
 say "building the image"
+version=$(sed -n 's/^project(spotps VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
+# The image this build replaces: removed once untagged, so that runs of
+# this test do not pile up gigabytes of old images.
+previous=$(podman image inspect --format '{{.Id}}' "spotps:$version" 2> /dev/null || true)
 build_log=$work/build.log
 "$src/deploy/docker/build.sh" --build_dir="$build" --local_base > "$build_log" 2>&1 ||
   { tail -n 30 "$build_log" >&2; fail "deploy/docker/build.sh failed"; }
@@ -78,8 +82,10 @@ built=$(tail -n 1 "$build_log")
 say "$built"
 image=$(sed -n 's/^build.sh: built \([^ ]*\) .*/\1/p' <<< "$built")
 [ -n "$image" ] || fail "build.sh's last line names no image: $built"
-version=$(sed -n 's/^project(spotps VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
 [ "$image" = "spotps:$version" ] || fail "the image is $image, not spotps:$version"
+if [ -n "$previous" ] && [ "$(podman image inspect --format '{{.Id}}' "$image")" != "$previous" ]; then
+  podman rmi "$previous" > /dev/null 2>&1 || true  # Still in use: left alone.
+fi
 # The tag deploy/k8s runs is the one the build produces.
 grep -rq "image: spotps:$version" "$src/deploy/k8s" || fail "deploy/k8s does not run spotps:$version"
 
