@@ -19,6 +19,9 @@ PACKAGES=(
   dpkg-dev python3-yaml
   # Slurm and multi-host tests: a one-node cluster, JSON, network namespaces.
   slurm-wlm munge jq iproute2
+  # Metrics: prometheus-cpp's registry and text format (common/
+  # metrics_registry.cc); the TLS of the metrics endpoint.
+  prometheus-cpp-dev libssl-dev
   # Operations tests: a real Prometheus server scrapes a job, a headless
   # browser loads shard 0's status page.
   prometheus chromium
