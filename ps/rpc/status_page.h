@@ -35,20 +35,12 @@ class StatusPage {
   std::string Json();
 
  private:
-  std::string ShardsJson();
-  std::string CoordinatorJson();
-  std::string HistoryJson();
-
   const ShardStore* const store_;
   const ShardCheckpointer* const checkpointer_;
   Coordinator* const coordinator_;
   const TrainingHistory* const history_;
   PeerShards* const peers_;
 };
-
-// `s` as a JSON string literal (quotes included; control bytes and
-// non-ASCII bytes escaped, so any byte string yields valid JSON).
-std::string JsonString(const std::string& s);
 
 }  // namespace spotps
 

@@ -1,7 +1,9 @@
 #include "tools/ctl/status_format.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -170,122 +172,91 @@ std::string CoordinatorText(const StatusReport& r) {
 }
 
 // ---------------------------------------------------------------------------
-// JSON, written by hand (one object; keys in a fixed order).
+// JSON (nlohmann::json; keys in the order written here).
 
-std::string JsonString(absl::string_view s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    if (c == '"' || c == '\\') {
-      absl::StrAppend(&out, "\\", std::string(1, c));
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      absl::StrAppendFormat(&out, "\\u%04x", static_cast<unsigned char>(c));
-    } else {
-      out.push_back(c);
-    }
-  }
-  return out + "\"";
-}
+using JsonValue = nlohmann::ordered_json;
 
-std::string JsonNumber(double v) {
-  return std::isfinite(v) ? absl::StrFormat("%.6g", v) : std::string("null");
-}
+JsonValue Num(double v) { return std::isfinite(v) ? JsonValue(v) : JsonValue(nullptr); }
 
-std::string JsonBool(bool v) { return v ? "true" : "false"; }
-
-// Fields are "key" and an already-encoded JSON value.
-using JsonFields = std::vector<std::pair<absl::string_view, std::string>>;
-
-std::string JsonObject(const JsonFields& fields) {
-  std::vector<std::string> parts;
-  for (const auto& [key, value] : fields) {
-    parts.push_back(absl::StrCat(JsonString(key), ":", value));
-  }
-  return absl::StrCat("{", absl::StrJoin(parts, ","), "}");
-}
-
-std::string JsonArray(const std::vector<std::string>& items) {
-  return absl::StrCat("[", absl::StrJoin(items, ","), "]");
-}
-
-std::string ShardJson(size_t index, const std::string& address, const v1::StatsResponse& s) {
+JsonValue ShardJson(size_t index, const std::string& address, const v1::StatsResponse& s) {
   const VersionRange versions = PartitionVersions(s);
-  return JsonObject({
-      {"index", absl::StrCat(index)},
-      {"address", JsonString(address)},
-      {"initialized", JsonBool(s.initialized())},
-      {"shard_index", absl::StrCat(s.shard_index())},
-      {"num_shards", absl::StrCat(s.num_shards())},
-      {"global_step", absl::StrCat(s.global_step())},
-      {"pushes_applied", absl::StrCat(s.pushes_applied())},
-      {"pushes_duplicate", absl::StrCat(s.pushes_duplicate())},
-      {"pushes_rejected", absl::StrCat(s.pushes_rejected())},
-      {"pushes_too_stale", absl::StrCat(s.pushes_too_stale())},
-      {"pulls", absl::StrCat(s.pulls())},
-      {"mean_staleness", JsonNumber(s.mean_staleness())},
-      {"max_staleness", absl::StrCat(s.max_staleness())},
-      {"learning_rate", JsonNumber(s.learning_rate())},
-      {"bytes_in", absl::StrCat(s.bytes_in())},
-      {"bytes_out", absl::StrCat(s.bytes_out())},
-      {"partitions", absl::StrCat(s.partitions_size())},
-      {"partition_version_min", absl::StrCat(versions.min)},
-      {"partition_version_max", absl::StrCat(versions.max)},
+  return {
+      {"index", index},
+      {"address", address},
+      {"initialized", s.initialized()},
+      {"shard_index", s.shard_index()},
+      {"num_shards", s.num_shards()},
+      {"global_step", s.global_step()},
+      {"pushes_applied", s.pushes_applied()},
+      {"pushes_duplicate", s.pushes_duplicate()},
+      {"pushes_rejected", s.pushes_rejected()},
+      {"pushes_too_stale", s.pushes_too_stale()},
+      {"pulls", s.pulls()},
+      {"mean_staleness", Num(s.mean_staleness())},
+      {"max_staleness", s.max_staleness()},
+      {"learning_rate", Num(s.learning_rate())},
+      {"bytes_in", s.bytes_in()},
+      {"bytes_out", s.bytes_out()},
+      {"partitions", s.partitions_size()},
+      {"partition_version_min", versions.min},
+      {"partition_version_max", versions.max},
       // A string: JSON numbers lose the low bits of a 64-bit value.
-      {"incarnation", JsonString(absl::StrFormat("%016x", s.incarnation()))},
-      {"restored_checkpoint_id", absl::StrCat(s.restored_checkpoint_id())},
-      {"last_checkpoint_id", absl::StrCat(s.last_checkpoint_id())},
-      {"last_checkpoint_error", JsonString(s.last_checkpoint_error())},
-      {"last_checkpoint_error_unix_ms", absl::StrCat(s.last_checkpoint_error_unix_ms())},
-  });
+      {"incarnation", absl::StrFormat("%016x", s.incarnation())},
+      {"restored_checkpoint_id", s.restored_checkpoint_id()},
+      {"last_checkpoint_id", s.last_checkpoint_id()},
+      {"last_checkpoint_error", s.last_checkpoint_error()},
+      {"last_checkpoint_error_unix_ms", s.last_checkpoint_error_unix_ms()},
+  };
 }
 
-std::string ThroughputJson(const Throughput& t) {
-  if (!t.sampled) return "null";
-  return JsonObject({{"seconds", JsonNumber(t.seconds)},
-                     {"pushes_per_s", JsonNumber(t.pushes_per_s)},
-                     {"tokens_per_s", t.tokens_per_s >= 0 ? JsonNumber(t.tokens_per_s) : "null"}});
+JsonValue ThroughputJson(const Throughput& t) {
+  if (!t.sampled) return nullptr;
+  return {{"seconds", Num(t.seconds)},
+          {"pushes_per_s", Num(t.pushes_per_s)},
+          {"tokens_per_s", t.tokens_per_s >= 0 ? Num(t.tokens_per_s) : JsonValue(nullptr)}};
 }
 
-std::string EpochsJson(const v1::ProgressResponse& p) {
-  std::vector<std::string> epochs;
+JsonValue EpochsJson(const v1::ProgressResponse& p) {
+  JsonValue epochs = JsonValue::array();
   for (const v1::EpochProgress& e : p.epochs()) {
-    epochs.push_back(JsonObject({{"epoch", absl::StrCat(e.epoch())},
-                                 {"units", absl::StrCat(e.units())},
-                                 {"committed", absl::StrCat(e.committed())},
-                                 {"leased", absl::StrCat(e.leased())},
-                                 {"reissued", absl::StrCat(e.reissued())},
-                                 {"duplicated", absl::StrCat(e.duplicated())}}));
+    epochs.push_back({{"epoch", e.epoch()},
+                      {"units", e.units()},
+                      {"committed", e.committed()},
+                      {"leased", e.leased()},
+                      {"reissued", e.reissued()},
+                      {"duplicated", e.duplicated()}});
   }
-  return JsonArray(epochs);
+  return epochs;
 }
 
-std::string WorkersJson(const v1::ProgressResponse& p) {
-  std::vector<std::string> workers;
+JsonValue WorkersJson(const v1::ProgressResponse& p) {
+  JsonValue workers = JsonValue::array();
   for (const v1::WorkerStatus& w : p.workers()) {
-    workers.push_back(JsonObject({{"worker_id", absl::StrCat(w.worker_id())},
-                                  {"name", JsonString(w.name())},
-                                  {"units_committed", absl::StrCat(w.units_committed())},
-                                  {"ms_since_heartbeat", absl::StrCat(w.ms_since_heartbeat())}}));
+    workers.push_back({{"worker_id", w.worker_id()},
+                       {"name", w.name()},
+                       {"units_committed", w.units_committed()},
+                       {"ms_since_heartbeat", w.ms_since_heartbeat()}});
   }
-  return JsonArray(workers);
+  return workers;
 }
 
-std::string CoordinatorJson(const StatusReport& r) {
+JsonValue CoordinatorJson(const StatusReport& r) {
   if (!HasCoordinator(r)) {
-    return JsonObject(
-        {{"present", "false"},
-         {"error", NoCoordinator(r) ? "null" : JsonString(r.progress.status().message())}});
+    return {{"present", false},
+            {"error", NoCoordinator(r) ? JsonValue(nullptr)
+                                       : JsonValue(std::string(r.progress.status().message()))}};
   }
   const v1::ProgressResponse& p = *r.progress;
-  return JsonObject({{"present", "true"},
-                     {"current_epoch", absl::StrCat(p.current_epoch())},
-                     {"num_epochs", absl::StrCat(p.num_epochs())},
-                     {"done", JsonBool(p.done())},
-                     {"consistency", JsonString(ConsistencyOf(p))},
-                     {"sync_rounds_applied", absl::StrCat(p.sync_rounds_applied())},
-                     {"sync_rounds_abandoned", absl::StrCat(p.sync_rounds_abandoned())},
-                     {"epochs", EpochsJson(p)},
-                     {"workers", WorkersJson(p)},
-                     {"workers_expired", absl::StrCat(p.workers_expired())}});
+  return {{"present", true},
+          {"current_epoch", p.current_epoch()},
+          {"num_epochs", p.num_epochs()},
+          {"done", p.done()},
+          {"consistency", ConsistencyOf(p)},
+          {"sync_rounds_applied", p.sync_rounds_applied()},
+          {"sync_rounds_abandoned", p.sync_rounds_abandoned()},
+          {"epochs", EpochsJson(p)},
+          {"workers", WorkersJson(p)},
+          {"workers_expired", p.workers_expired()}};
 }
 
 struct UnitTotals {
@@ -309,16 +280,17 @@ std::string StatusText(const StatusReport& r) {
 }
 
 std::string StatusJson(const StatusReport& r) {
-  std::vector<std::string> shards, warnings;
+  JsonValue shards = JsonValue::array();
   for (size_t i = 0; i < r.shards.size(); ++i) {
     shards.push_back(ShardJson(i, r.addresses[i], r.shards[i]));
   }
-  for (const std::string& w : r.warnings) warnings.push_back(JsonString(w));
-  return JsonObject({{"shards", JsonArray(shards)},
-                     {"warnings", JsonArray(warnings)},
-                     {"throughput", ThroughputJson(r.throughput)},
-                     {"coordinator", CoordinatorJson(r)}}) +
-         "\n";
+  const JsonValue status = {{"shards", std::move(shards)},
+                            {"warnings", r.warnings},
+                            {"throughput", ThroughputJson(r.throughput)},
+                            {"coordinator", CoordinatorJson(r)}};
+  // Names and messages come from the network: bytes that are not UTF-8
+  // become U+FFFD instead of failing the command.
+  return status.dump(-1, ' ', /*ensure_ascii=*/false, JsonValue::error_handler_t::replace) + "\n";
 }
 
 std::string ProgressLine(absl::string_view label, const v1::ProgressResponse& p,
