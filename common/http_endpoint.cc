@@ -57,17 +57,18 @@ std::string RequestToken(const http::request<http::empty_body>& request) {
   return "";
 }
 
-HttpReply Admit(const http::request<http::empty_body>& request, const Site& site) {
-  if (site.authorize == nullptr) return {};
+// The refusal of a request its token does not admit; nullopt to admit it.
+std::optional<HttpReply> Refusal(const http::request<http::empty_body>& request, const Site& site) {
+  if (site.authorize == nullptr) return std::nullopt;
   switch (site.authorize(RequestToken(request))) {
     case HttpAccess::kAllowed:
-      return {};
+      return std::nullopt;
     case HttpAccess::kUnauthenticated:
-      return {401, "text/plain; charset=utf-8", "a bearer token is required\n"};
+      return HttpReply{401, "text/plain; charset=utf-8", "a bearer token is required\n"};
     case HttpAccess::kForbidden:
-      return {403, "text/plain; charset=utf-8", "this token may not read metrics\n"};
+      return HttpReply{403, "text/plain; charset=utf-8", "this token may not read metrics\n"};
   }
-  return {403, "text/plain; charset=utf-8", "refused\n"};
+  return HttpReply{403, "text/plain; charset=utf-8", "refused\n"};
 }
 
 http::response<http::string_body> Respond(const http::request_parser<http::empty_body>& parser,
@@ -79,9 +80,8 @@ http::response<http::string_body> Respond(const http::request_parser<http::empty
   const bool known_method =
       request.method() == http::verb::get || request.method() == http::verb::head;
   auto handler = site.handlers.find(path);
-  HttpReply refusal = Admit(request, site);
-  if (refusal.status != 200) {
-    reply = std::move(refusal);
+  if (std::optional<HttpReply> refusal = Refusal(request, site)) {
+    reply = *std::move(refusal);
   } else if (!known_method) {
     reply = {405, "text/plain; charset=utf-8", "only GET and HEAD\n"};
   } else if (handler == site.handlers.end()) {
