@@ -127,6 +127,14 @@ bool IsLoopbackListenAddress(absl::string_view listen) {
   return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
 }
 
+namespace {
+// The one rule for every listener, gRPC's and the metrics': plaintext
+// beyond loopback only with --insecure.
+bool RefusesPlaintext(bool tls, const std::string& listen) {
+  return !tls && !absl::GetFlag(FLAGS_insecure) && !IsLoopbackListenAddress(listen);
+}
+}  // namespace
+
 absl::StatusOr<ShardSecurityOptions> ShardSecurityFromFlags(const std::string& listen) {
   const TlsFileFlags files = TlsFilesFromFlags();
   if (files.cert_file.empty() != files.key_file.empty()) {
@@ -136,8 +144,7 @@ absl::StatusOr<ShardSecurityOptions> ShardSecurityFromFlags(const std::string& l
     return absl::InvalidArgumentError(
         "--tls_ca (require client certificates) needs the shard's own --tls_cert and --tls_key");
   }
-  if (files.cert_file.empty() && !absl::GetFlag(FLAGS_insecure) &&
-      !IsLoopbackListenAddress(listen)) {
+  if (RefusesPlaintext(!files.cert_file.empty(), listen)) {
     return absl::InvalidArgumentError(
         absl::StrCat("refusing plaintext on the non-loopback address ", listen,
                      ": give --tls_cert and --tls_key (and --tls_ca for mTLS), or --insecure"));
@@ -160,8 +167,7 @@ absl::StatusOr<ShardSecurityOptions> ShardSecurityFromFlags(const std::string& l
 
 absl::StatusOr<HttpEndpointOptions> MetricsEndpointSecurity(const std::string& metrics_listen,
                                                             const ShardSecurityOptions& shard) {
-  if (shard.cert_pem.empty() && !absl::GetFlag(FLAGS_insecure) &&
-      !IsLoopbackListenAddress(metrics_listen)) {
+  if (RefusesPlaintext(!shard.cert_pem.empty(), metrics_listen)) {
     return absl::InvalidArgumentError(
         absl::StrCat("refusing plaintext metrics on the non-loopback address ", metrics_listen,
                      " (--metrics_listen): give --tls_cert and --tls_key, or --insecure"));
