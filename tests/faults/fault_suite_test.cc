@@ -63,9 +63,32 @@ class PartitionTest : public ::testing::Test {
   // checkpoint rounds every 2 s. Fills `result`.
   void RunJob(int cut, absl::Duration cut_for, bool durable, int units, PartitionResult* result);
 
+  // Checkpoint rounds shard 0 has logged as written by every shard.
+  int RoundsWritten() const;
+  // Waits (up to 30 s) until more than `before` rounds are written.
+  void WaitForRoundAfter(int before) const;
+
   TempDir dir_;
   std::unique_ptr<NetworkHosts> hosts_;
 };
+
+int PartitionTest::RoundsWritten() const {
+  absl::StatusOr<std::string> log = ReadFile(dir_.path() + "/shard0.log");
+  if (!log.ok()) return 0;
+  int rounds = 0;
+  for (size_t at = log->find("written by 2 shards"); at != std::string::npos;
+       at = log->find("written by 2 shards", at + 1)) {
+    ++rounds;
+  }
+  return rounds;
+}
+
+void PartitionTest::WaitForRoundAfter(int before) const {
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (RoundsWritten() <= before && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+}
 
 void PartitionTest::RunJob(int cut, absl::Duration cut_for, bool durable, int units,
                            PartitionResult* result) {
@@ -115,6 +138,7 @@ void PartitionTest::RunJob(int cut, absl::Duration cut_for, bool durable, int un
   ASSERT_TRUE(hosts.Run(cut, {"ip", "link", "set", "eth0", "down"}).ok());
   absl::SleepFor(cut_for);
   ASSERT_TRUE(hosts.Run(cut, {"ip", "link", "set", "eth0", "up"}).ok());
+  const int rounds_at_heal = RoundsWritten();
 
   // Units whose first commit a trainer made, and gradients it pushed (each
   // push id once, however often it was retried).
@@ -155,6 +179,9 @@ void PartitionTest::RunJob(int cut, absl::Duration cut_for, bool durable, int un
   }
   EXPECT_EQ(shards_seen, kShards);
   result->pushed = pushed;
+  // A fast machine can finish the job before the first round after the heal;
+  // rounds go on after the job, so wait for one to have succeeded since.
+  if (durable) WaitForRoundAfter(rounds_at_heal);
   for (auto& s : *shards) s->Signal(SIGTERM);
   for (auto& s : *shards) {
     auto code = s->Wait(absl::Seconds(20));
