@@ -36,7 +36,6 @@ absl::Status TrainingJob::ReserveShards(bool durable) {
         std::vector<std::string> f = {"--optimizer=adamw", "--lr=2e-3", "--warmup_steps=10",
                                       "--consistency=" + options_.consistency};
         if (durable) f.push_back(absl::StrCat("--checkpoint_dir=", dir_, "/ckpt", i));
-        f.insert(f.end(), options_.shard_flags.begin(), options_.shard_flags.end());
         if (i == 0) {  // Shard 0 coordinates and drives checkpoint and sync rounds.
           f.insert(f.end(), {absl::StrCat("--epochs=", options_.epochs),
                              absl::StrCat("--units_per_epoch=", options_.units_per_epoch),
@@ -44,6 +43,7 @@ absl::Status TrainingJob::ReserveShards(bool durable) {
                              "--peers=" + addresses.substr(addresses.find(',') + 1)});
           if (durable) f.push_back("--checkpoint_every_s=2");
         }
+        f.insert(f.end(), options_.shard_flags.begin(), options_.shard_flags.end());
         return f;
       },
       dir_);
@@ -52,14 +52,20 @@ absl::Status TrainingJob::ReserveShards(bool durable) {
   return absl::OkStatus();
 }
 
-absl::Status TrainingJob::StartTrainer() {
+absl::Status TrainingJob::StartTrainer(const std::vector<std::string>& extra_flags) {
   const int index = static_cast<int>(trainers_.size());
-  std::vector<std::string> argv = {
-      BinaryPath("spotps-trainer"), "--ps=" + shards_->addresses(), "--model=" + options_.model,
-      "--data=" + tokens_, absl::StrCat("--batch=", options_.batch),
-      absl::StrCat("--seq_len=", options_.seq_len), "--threads=1",
-      absl::StrCat("--worker_index=", index), "--log_every=20", "--eval_batches=0"};
+  std::vector<std::string> argv = {BinaryPath("spotps-trainer"),
+                                   "--ps=" + shards_->addresses(),
+                                   "--model=" + options_.model,
+                                   "--data=" + tokens_,
+                                   absl::StrCat("--batch=", options_.batch),
+                                   absl::StrCat("--seq_len=", options_.seq_len),
+                                   "--threads=1",
+                                   absl::StrCat("--worker_index=", index),
+                                   "--log_every=20",
+                                   "--eval_batches=0"};
   argv.insert(argv.end(), options_.trainer_flags.begin(), options_.trainer_flags.end());
+  argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
   auto t = ChildProcess::Start(argv, absl::StrCat(dir_, "/trainer", index, ".log"));
   if (!t.ok()) return t.status();
   trainers_.push_back(*std::move(t));

@@ -26,7 +26,8 @@ struct JobOptions {
   int seq_len = 64;
   // Passed to every trainer after the others (e.g. --rpc_deadline_s=3).
   std::vector<std::string> trainer_flags;
-  // Passed to every shard after the others.
+  // Passed to every shard after the others (so they override them, e.g.
+  // the short --worker_lease_s=2 and --unit_lease_s=6 the tests use).
   std::vector<std::string> shard_flags;
 };
 
@@ -41,12 +42,17 @@ class TrainingJob {
   // Picks the shards' ports (and flags) without starting them, so that
   // trainers can start first; StartShards() then starts them there.
   absl::Status ReserveShards(bool durable);
-  // Starts one more trainer (logs to trainer<N>.log).
-  absl::Status StartTrainer();
+  // Starts one more trainer (logs to trainer<N>.log); `extra_flags` go
+  // after JobOptions::trainer_flags, for this trainer only.
+  absl::Status StartTrainer(const std::vector<std::string>& extra_flags = {});
   // Indices of trainers still running.
   std::vector<int> Running();
 
   absl::StatusOr<v1::ProgressResponse> Progress() { return coordinator_->Progress(); }
+  // A checkpoint round now (durable shards), rather than at the next tick.
+  absl::StatusOr<v1::CheckpointNowResponse> CheckpointNow() {
+    return coordinator_->CheckpointNow();
+  }
   absl::StatusOr<v1::ProgressResponse> WaitDone(absl::Duration timeout);
   // Validation loss of the current weights, read through the client library.
   absl::StatusOr<double> ValLoss();

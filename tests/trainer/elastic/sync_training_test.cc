@@ -38,17 +38,26 @@ uint64_t RoundsApplied(TrainingJob& job) {
   return p.ok() ? p->sync_rounds_applied() : 0;
 }
 
-// kill -9s shard `i` once it holds a checkpoint newer than any it had, and
-// starts it again a second later on its port (it restores that checkpoint).
+// Runs a checkpoint round, then kill -9s shard `i` and starts it again a
+// second later on its port (it restores that checkpoint). The round is
+// asked for rather than waited for: a fast machine would otherwise train
+// much of the job while waiting for the next periodic round.
 absl::Status CrashAndRestart(TrainingJob& job, Cluster& cluster, int i) {
   auto at_start = cluster.Stats();
   if (!at_start.ok()) return at_start.status();
   const uint64_t had = (*at_start)[i].last_checkpoint_id();
   const absl::Time give_up = absl::Now() + absl::Seconds(30);
-  while (absl::Now() < give_up) {
+  bool written = false;
+  while (!written && absl::Now() < give_up) {
+    // A round may fail while a restarted shard is rolled back; ask again.
+    if (!job.CheckpointNow().ok()) absl::SleepFor(absl::Milliseconds(100));
     auto stats = cluster.Stats();
-    if (stats.ok() && (*stats)[i].last_checkpoint_id() > had) break;
-    absl::SleepFor(absl::Milliseconds(100));
+    written = stats.ok() && (*stats)[i].last_checkpoint_id() > had;
+  }
+  if (!written) return absl::DeadlineExceededError("no checkpoint round succeeded");
+  auto progress = job.Progress();
+  if (progress.ok() && progress->done()) {
+    return absl::FailedPreconditionError("the job ended before the shard could crash");
   }
   job.shards().shard(i).Signal(SIGKILL);
   if (auto code = job.shards().shard(i).Wait(absl::Seconds(10)); !code.ok()) {
