@@ -334,8 +334,8 @@ int main(int argc, char** argv) {
   spotps::WorkerKeys worker_keys;  // What registered trainers prove themselves with.
   if (*coordinator != nullptr) {
     history = std::make_unique<spotps::TrainingHistory>();
-    report_service = std::make_unique<spotps::TrainingReportService>(
-        coordinator->get(), history.get(), &worker_keys);
+    report_service = std::make_unique<spotps::TrainingReportService>(coordinator->get(),
+                                                                     history.get(), &worker_keys);
   }
   spotps::MetricsRegistry metrics_registry;
   std::unique_ptr<spotps::ShardMetrics> metrics;
@@ -436,9 +436,12 @@ int main(int argc, char** argv) {
   if (rounds != nullptr) rounds->Start();
   if (sync_rounds != nullptr) sync_rounds->Start();
 
-  // Async "avg" and "warmup": tell the store the live workers (shard 0's
-  // registered workers, else the clients that push and have not fallen
-  // silent), and apply held pushes that waited --average_wait_ms.
+  // Async "avg" and "warmup": tell the store the live workers, and apply
+  // held pushes that waited --average_wait_ms. Every shard counts the
+  // clients that push to it and have not left or fallen silent, shard 0
+  // too: its registered workers would count a trainer killed without
+  // notice until its worker lease ends (updates waiting for it all that
+  // while) and a joiner before its first push.
   absl::Notification stop_async_ticks;
   std::thread async_ticks([&] {
     const spotps::StalenessConfig& how = (*store)->staleness();
@@ -448,12 +451,7 @@ int main(int argc, char** argv) {
     absl::Time next_count = absl::InfinitePast();
     while (!stop_async_ticks.WaitForNotificationWithTimeout(tick)) {
       if (absl::Now() >= next_count) {
-        // Shard 0's coordinator knows a registered worker before its first
-        // push and after it deregisters; clients that push without
-        // registering are counted by their pushes.
-        const int registered =
-            *coordinator != nullptr ? (*coordinator)->Progress().workers_size() : 0;
-        (*store)->SetLiveWorkers(registered > 0 ? registered : service.RecentWorkers());
+        (*store)->SetLiveWorkers(service.RecentWorkers());
         next_count = absl::Now() + absl::Milliseconds(100);
       }
       (*store)->ApplyHeldOlderThan(wait);

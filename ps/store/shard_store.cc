@@ -629,9 +629,8 @@ bool ShardStore::ApplyHeld(absl::Duration age) {
 
 bool ShardStore::WaitForAveragedUpdate(uint64_t update, absl::Time deadline) const {
   absl::MutexLock lock(&average_mu_);
-  auto applied = [this, update]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return averages_applied_ >= update;
-  };
+  auto applied = [this, update]()
+                     ABSL_NO_THREAD_SAFETY_ANALYSIS { return averages_applied_ >= update; };
   return average_mu_.AwaitWithDeadline(absl::Condition(&applied), deadline);
 }
 
@@ -795,9 +794,8 @@ bool ShardStore::WaitForVersion(uint32_t id, uint64_t min_version, absl::Time de
   absl::StatusOr<const PartitionState*> p = Owned(id);
   if (!p.ok()) return false;
   const PartitionState& partition = **p;
-  auto reached = [&partition, min_version]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return partition.version >= min_version;
-  };
+  auto reached = [&partition, min_version]()
+                     ABSL_NO_THREAD_SAFETY_ANALYSIS { return partition.version >= min_version; };
   // The writer that moves the version evaluates the condition as it unlocks.
   const bool ok = partition.mu.ReaderLockWhenWithDeadline(absl::Condition(&reached), deadline);
   partition.mu.ReaderUnlock();
@@ -841,6 +839,9 @@ void ShardStore::FillStats(v1::StatsResponse* stats) const {
   stats->set_sync(options_.sync_rounds);
   stats->set_staleness_method(options_.sync_rounds ? "sync" : DescribeStaleness(staleness_));
   stats->set_compute_on_fresh_weights(staleness_.fresh);
+  if (staleness_.average && !options_.sync_rounds) {
+    stats->set_average_target(static_cast<uint32_t>(AverageTarget()));
+  }
   if (options_.sync_rounds) {
     absl::MutexLock lock(&round_mu_);
     stats->set_round_contributions(round_buffer_.size());

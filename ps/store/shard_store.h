@@ -196,8 +196,8 @@ class ShardStore {
   // (PushOutcome::average_update) is applied, or `deadline`; returns whether
   // it is. Averaged updates are applied in the order of their numbers.
   bool WaitForAveragedUpdate(uint64_t update, absl::Time deadline) const;
-  // The live workers (spotps-ps counts them every 100 ms: shard 0's
-  // registered workers, else the clients pushing to the shard); 0: unknown,
+  // The live workers (spotps-ps counts them every 100 ms: the clients
+  // pushing to the shard that have not left or fallen silent); 0: unknown,
   // which "avg" takes as one. Sizes "avg"'s k and "warmup"'s length.
   void SetLiveWorkers(int n) { live_workers_.store(n, std::memory_order_relaxed); }
   // Pushes held for the next averaged update.

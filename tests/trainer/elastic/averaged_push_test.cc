@@ -6,15 +6,25 @@
 // Then the default, "fresh", on two shards: the trainers compute on weights
 // that hold every earlier update (staleness ~0, where overlapped async
 // trainers run at >= 1), and shard 1, which has no coordinator, averages
-// too (it counts the clients that push to it).
+// too (it counts the clients that push to it). Last, what an update waits
+// for under churn: a trainer killed without notice stops counting after a
+// few of its push intervals, long before its worker lease ends, and a
+// registered worker that has not pushed yet is not waited for.
 #include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <functional>
+#include <iostream>
 
 #include "absl/strings/str_cat.h"
 #include "client/cluster.h"
+#include "client/coordinator_client.h"
 #include "common/atomic_file.h"
 #include "tests/support/child_process.h"
 #include "tests/support/generated_corpus.h"
 #include "tests/support/log_fields.h"
+#include "tests/support/training_job.h"
 
 namespace spotps {
 namespace {
@@ -138,6 +148,62 @@ TEST(AveragedPushTest, DefaultFreshTrainersComputeOnWeightsHoldingEveryUpdate) {
     EXPECT_LT(s.global_step(), s.pushes_applied()) << s.shard_index();
     EXPECT_GE(s.global_step() * 2, s.pushes_applied()) << s.shard_index();
   }
+}
+
+// Polls every shard's Stats.average_target until `done` holds for all or
+// `timeout` passes; returns the last targets read.
+std::vector<uint32_t> WaitForTargets(Cluster& cluster, absl::Duration timeout,
+                                     const std::function<bool(uint32_t)>& done) {
+  const absl::Time give_up = absl::Now() + timeout;
+  std::vector<uint32_t> targets;
+  while (absl::Now() < give_up) {
+    targets.clear();
+    auto stats = cluster.Stats();
+    if (stats.ok()) {
+      for (const v1::StatsResponse& s : *stats) targets.push_back(s.average_target());
+      if (std::all_of(targets.begin(), targets.end(), done)) return targets;
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  return targets;
+}
+
+TEST(AveragedPushTest, FreshUpdatesWaitOnlyForTrainersThatPush) {
+  testing::TempDir dir;
+  auto tokens = testing::MakeTokenFile(dir.path(), 8000);
+  ASSERT_TRUE(tokens.ok()) << tokens.status();
+  testing::JobOptions options;
+  options.epochs = 1;
+  options.units_per_epoch = 100'000;  // Runs until the test ends it.
+  options.batch = 4;
+  options.seq_len = 32;
+  // A lease far longer than the waits below: only the pushes can tell.
+  options.shard_flags = {"--worker_lease_s=60", "--unit_lease_s=120"};
+  testing::TrainingJob job(dir.path() + "/job", *tokens, options);
+  ASSERT_TRUE(job.StartShards(/*durable=*/false).ok());
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(job.StartTrainer().ok());
+  auto cluster = Cluster::Connect(job.shards().addresses());
+  ASSERT_TRUE(cluster.ok());
+  std::vector<uint32_t> targets =
+      WaitForTargets(**cluster, absl::Seconds(60), [](uint32_t t) { return t == 2; });
+  ASSERT_EQ(targets, std::vector<uint32_t>({2, 2})) << testing::LogTails(job.dir());
+
+  // A worker registers and never pushes: no update waits for it.
+  auto coordinator = CoordinatorClient::Connect(
+      job.shards().addresses().substr(0, job.shards().addresses().find(',')));
+  ASSERT_TRUE(coordinator.ok());
+  ASSERT_TRUE((*coordinator)->Register("idle", 0).ok());
+  targets = WaitForTargets(**cluster, absl::Seconds(1.5), [](uint32_t t) { return t != 2; });
+  EXPECT_EQ(targets, std::vector<uint32_t>({2, 2})) << "a registration counted before its push";
+
+  // kill -9: every shard stops waiting for it within seconds, not at the
+  // end of its 60 s lease.
+  const absl::Time killed = absl::Now();
+  job.trainers()[0]->Signal(SIGKILL);
+  targets = WaitForTargets(**cluster, absl::Seconds(15), [](uint32_t t) { return t == 1; });
+  EXPECT_EQ(targets, std::vector<uint32_t>({1, 1})) << testing::LogTails(job.dir());
+  std::cout << "averaged: a killed trainer stopped counting after "
+            << absl::ToDoubleSeconds(absl::Now() - killed) << " s" << std::endl;
 }
 
 }  // namespace
