@@ -414,7 +414,13 @@ grpc::Status ParameterServerService::ServePush(grpc::ServerContext* context,
     // cancelled, expired or lost its connection; a message that does not
     // parse ends the stream too, as protobuf's reader did.
   } while (reader->Read(&buffer) && parse(&later_fields));
-  if (context->IsCancelled()) return Cancelled("push");
+  if (context->IsCancelled()) {
+    // Most often its client was killed mid-push (a spot reclaim): stop
+    // counting it, so that "fresh" updates stop waiting for it now rather
+    // than after its silence. A live client that retries counts again.
+    pushers_.Forget(header.worker_id());
+    return Cancelled("push");
+  }
   const absl::Time apply_start = absl::Now();
   absl::StatusOr<PushOutcome> outcome = store_->Push(
       push_id, dtype, staging.ranges(), &announced, gradient_scale == 0.0f ? 1.0f : gradient_scale);

@@ -313,6 +313,39 @@ TEST_F(PsServiceTest, APusherCountsUntilItLeaves) {
   EXPECT_EQ(live(), 1u);
 }
 
+// A push stream cut off mid-way (its client killed) stops the client
+// counting at once, not after its silence (10 s after a single push).
+TEST_F(PsServiceTest, APushCutOffMidStreamStopsItsClientCounting) {
+  InitValid();
+  v1::PushRequest p = GoodPush();
+  p.set_worker_id("trainer-a");
+  ASSERT_TRUE(SendPush({p}).ok());
+  auto live = [this] {
+    grpc::ClientContext ctx;
+    v1::StatsResponse stats;
+    EXPECT_TRUE(stub_->Stats(&ctx, v1::StatsRequest(), &stats).ok());
+    return stats.live_pushers();
+  };
+  ASSERT_EQ(live(), 1u);
+  {
+    grpc::ClientContext ctx;
+    v1::PushResponse reply;
+    auto writer = stub_->Push(&ctx, &reply);
+    v1::PushRequest first = p;
+    first.mutable_chunks()->RemoveLast();  // The rest never comes.
+    ASSERT_TRUE(writer->Write(first));
+    ctx.TryCancel();
+    EXPECT_EQ(writer->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  const absl::Time give_up = absl::Now() + absl::Seconds(3);
+  while (live() != 0 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_EQ(live(), 0u);
+  grpc::ClientContext ctx;
+  v1::StatsResponse stats;
+  ASSERT_TRUE(stub_->Stats(&ctx, v1::StatsRequest(), &stats).ok());
+  EXPECT_EQ(stats.pushes_applied(), 1u);  // The cut-off push changed nothing.
+}
+
 TEST_F(PsServiceTest, OversizedMessagesAndFloodsAreCutOff) {
   InitValid();
   // One message above the server's receive limit.
