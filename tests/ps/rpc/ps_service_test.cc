@@ -319,31 +319,38 @@ TEST_F(PsServiceTest, APushCutOffMidStreamStopsItsClientCounting) {
   InitValid();
   v1::PushRequest p = GoodPush();
   p.set_worker_id("trainer-a");
-  ASSERT_TRUE(SendPush({p}).ok());
   auto live = [this] {
     grpc::ClientContext ctx;
     v1::StatsResponse stats;
     EXPECT_TRUE(stub_->Stats(&ctx, v1::StatsRequest(), &stats).ok());
     return stats.live_pushers();
   };
-  ASSERT_EQ(live(), 1u);
-  {
+  // The shard can only forget a client whose first message it has read; a
+  // cancel that overtakes that message leaves it unnamed, so try again.
+  bool forgotten = false;
+  int pushes = 0;
+  for (int attempt = 0; attempt < 5 && !forgotten; ++attempt) {
+    ASSERT_TRUE(SendPush({p}).ok());
+    ++pushes;
+    ASSERT_EQ(live(), 1u);
     grpc::ClientContext ctx;
     v1::PushResponse reply;
     auto writer = stub_->Push(&ctx, &reply);
     v1::PushRequest first = p;
     first.mutable_chunks()->RemoveLast();  // The rest never comes.
     ASSERT_TRUE(writer->Write(first));
+    absl::SleepFor(absl::Milliseconds(100));
     ctx.TryCancel();
     EXPECT_EQ(writer->Finish().error_code(), grpc::StatusCode::CANCELLED);
+    const absl::Time give_up = absl::Now() + absl::Seconds(1);
+    while (live() != 0 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(10));
+    forgotten = live() == 0;
   }
-  const absl::Time give_up = absl::Now() + absl::Seconds(3);
-  while (live() != 0 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(10));
-  EXPECT_EQ(live(), 0u);
+  EXPECT_TRUE(forgotten) << "the client still counts after its push was cut off";
   grpc::ClientContext ctx;
   v1::StatsResponse stats;
   ASSERT_TRUE(stub_->Stats(&ctx, v1::StatsRequest(), &stats).ok());
-  EXPECT_EQ(stats.pushes_applied(), 1u);  // The cut-off push changed nothing.
+  EXPECT_EQ(stats.pushes_applied(), static_cast<uint64_t>(pushes));  // Cut-off pushes: nothing.
 }
 
 TEST_F(PsServiceTest, OversizedMessagesAndFloodsAreCutOff) {
