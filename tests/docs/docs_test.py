@@ -53,6 +53,7 @@ BINARIES = (
     "spotps-bench-trainer",
     "spotps-bench-convergence",
     "spotps-bench-scaling",
+    "spotps-bench-churn",
 )
 # Names that run another program with the same flags.
 ALIASES = {"spotps-trainer-core": "spotps-trainer"}
