@@ -111,11 +111,16 @@ class PsServiceTest : public ::testing::Test {
     return reader->Finish();
   }
 
+  v1::StatsResponse Stats() {
+    grpc::ClientContext ctx;
+    v1::StatsResponse stats;
+    EXPECT_TRUE(stub_->Stats(&ctx, v1::StatsRequest(), &stats).ok());
+    return stats;
+  }
+
   // No state changed: nothing applied, every owned value still 1.
   void ExpectUntouched() {
-    v1::StatsResponse stats;
-    grpc::ClientContext ctx;
-    ASSERT_TRUE(stub_->Stats(&ctx, v1::StatsRequest(), &stats).ok());
+    const v1::StatsResponse stats = Stats();
     EXPECT_EQ(stats.global_step(), 0u);
     EXPECT_EQ(stats.pushes_applied(), 0u);
     for (const auto& p : stats.partitions()) EXPECT_EQ(p.version(), 0u);
@@ -282,12 +287,7 @@ TEST_F(PsServiceTest, AGradientScaleInTwoMessagesIsRefused) {
 // silent); a bad Leave is refused.
 TEST_F(PsServiceTest, APusherCountsUntilItLeaves) {
   InitValid();
-  auto live = [this] {
-    grpc::ClientContext ctx;
-    v1::StatsResponse stats;
-    EXPECT_TRUE(stub_->Stats(&ctx, v1::StatsRequest(), &stats).ok());
-    return stats.live_pushers();
-  };
+  auto live = [this] { return Stats().live_pushers(); };
   auto leave = [this](const std::string& worker, v1::LeaveResponse* reply) {
     grpc::ClientContext ctx;
     v1::LeaveRequest request;
@@ -319,12 +319,7 @@ TEST_F(PsServiceTest, APushCutOffMidStreamStopsItsClientCounting) {
   InitValid();
   v1::PushRequest p = GoodPush();
   p.set_worker_id("trainer-a");
-  auto live = [this] {
-    grpc::ClientContext ctx;
-    v1::StatsResponse stats;
-    EXPECT_TRUE(stub_->Stats(&ctx, v1::StatsRequest(), &stats).ok());
-    return stats.live_pushers();
-  };
+  auto live = [this] { return Stats().live_pushers(); };
   // The shard can only forget a client whose first message it has read; a
   // cancel that overtakes that message leaves it unnamed, so try again.
   bool forgotten = false;
@@ -347,10 +342,7 @@ TEST_F(PsServiceTest, APushCutOffMidStreamStopsItsClientCounting) {
     forgotten = live() == 0;
   }
   EXPECT_TRUE(forgotten) << "the client still counts after its push was cut off";
-  grpc::ClientContext ctx;
-  v1::StatsResponse stats;
-  ASSERT_TRUE(stub_->Stats(&ctx, v1::StatsRequest(), &stats).ok());
-  EXPECT_EQ(stats.pushes_applied(), static_cast<uint64_t>(pushes));  // Cut-off pushes: nothing.
+  EXPECT_EQ(Stats().pushes_applied(), static_cast<uint64_t>(pushes));  // Cut-off pushes: nothing.
 }
 
 TEST_F(PsServiceTest, OversizedMessagesAndFloodsAreCutOff) {
