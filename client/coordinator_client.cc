@@ -9,6 +9,15 @@
 
 namespace spotps {
 
+std::string UnitPushId(absl::string_view push_key, int64_t row_begin, int64_t row_end) {
+  constexpr size_t kMaxPushKeyLength = 64;  // The id stays well inside a shard's 128 bytes.
+  if (push_key.empty() || push_key.size() > kMaxPushKeyLength) return "";
+  for (char c : push_key) {
+    if (c < 0x21 || c > 0x7e) return "";
+  }
+  return absl::StrCat("u", push_key, "/", row_begin, "-", row_end);
+}
+
 struct CoordinatorClient::Connection {
   std::unique_ptr<v1::Coordinator::Stub> stub;
   std::unique_ptr<v1::TrainingReports::Stub> reports;  // Same channel.

@@ -10,6 +10,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "common/channel_security.h"
 #include "common/retry_policy.h"
@@ -17,6 +18,14 @@
 #include "spotps/v1/training_report.pb.h"
 
 namespace spotps {
+
+// The push id of rows [row_begin, row_end) of a unit's batch, derived from
+// the unit's push_key (WorkUnit.push_key): every lease of the unit pushes
+// under the same id, so a shard that applied an earlier lessee's push
+// answers `duplicate` and takes the unit's gradient once. Empty when the
+// key is unusable (empty in sync mode or from an older coordinator, or not
+// 1 to 64 printable characters): push under a fresh id then.
+std::string UnitPushId(absl::string_view push_key, int64_t row_begin, int64_t row_end);
 
 // Owns one channel to the coordinator. Promises: every call has a deadline
 // and bounded retries (RetryPolicy); thread-safe.

@@ -158,6 +158,9 @@ absl::StatusOr<WorkUnitDispatcher::Grant> Coordinator::AcquireInRound(uint64_t w
   // A retried Acquire (its first reply lost) gets the same unit back.
   if (const WorkUnitDispatcher::Grant* held = round_.Held(worker)) return *held;
   WorkUnitDispatcher::Grant grant = dispatcher_.Acquire(worker, clock_());
+  // A round applies the pushes its commits name; a key shared by a dead
+  // lessee's held (and dropped) push would make its re-issue a duplicate.
+  grant.push_key.clear();
   if (grant.outcome == WorkUnitDispatcher::Outcome::kUnit) {
     round_.Hold(worker, grant);
     member->clock += 1;

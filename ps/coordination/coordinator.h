@@ -81,6 +81,7 @@ class Coordinator {
   // NOT_FOUND when the worker is unknown or its lease expired (its units
   // went back already).
   absl::Status Deregister(uint64_t worker);
+  // Grant::push_key is empty in sync mode.
   absl::StatusOr<WorkUnitDispatcher::Grant> Acquire(uint64_t worker);
   // Returns true if the unit was already committed. Only a worker the unit
   // was leased to may commit it (WorkUnitDispatcher::CheckLessee's errors).

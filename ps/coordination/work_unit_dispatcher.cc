@@ -9,7 +9,9 @@
 namespace spotps {
 namespace {
 
-constexpr uint32_t kProgressMagic = 0x53505750;  // "SPWP"
+// Records before job ids ("SPWP") and since ("SPW2", the id follows).
+constexpr uint32_t kProgressMagicNoJobId = 0x53505750;
+constexpr uint32_t kProgressMagic = 0x53505732;
 
 template <typename T>
 void Put(std::string& out, T value) {
@@ -37,6 +39,8 @@ absl::StatusOr<WorkUnitDispatcher> WorkUnitDispatcher::Create(const DispatchConf
     return absl::InvalidArgumentError("unit lease must be positive");
   }
   WorkUnitDispatcher d(config);
+  std::random_device rd;
+  d.job_id_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
   d.counts_.assign(config.num_epochs, EpochCounts{});
   d.StartEpoch(0);
   return d;
@@ -96,6 +100,7 @@ WorkUnitDispatcher::Grant WorkUnitDispatcher::Acquire(uint64_t worker, absl::Tim
   grant.epoch = epoch_;
   grant.index = index;
   grant.data_unit = order_[index];
+  grant.push_key = PushKey(epoch_, index);
   return grant;
 }
 
@@ -189,9 +194,14 @@ uint64_t WorkUnitDispatcher::leased_now() const {
   return n;
 }
 
+std::string WorkUnitDispatcher::PushKey(uint32_t epoch, uint64_t index) const {
+  return absl::StrFormat("%016x.%d.%d", job_id_, epoch, index);
+}
+
 std::string WorkUnitDispatcher::ExportProgress() const {
   std::string out;
   Put(out, kProgressMagic);
+  Put(out, job_id_);
   Put(out, config_.num_epochs);
   Put(out, config_.units_per_epoch);
   Put(out, config_.seed);
@@ -208,8 +218,9 @@ std::string WorkUnitDispatcher::ExportProgress() const {
 absl::Status WorkUnitDispatcher::ImportProgress(const std::string& bytes) {
   size_t pos = 0;
   uint32_t magic = 0, epochs = 0, epoch = 0;
-  uint64_t units = 0, seed = 0;
-  if (!Get(bytes, pos, &magic) || magic != kProgressMagic || !Get(bytes, pos, &epochs) ||
+  uint64_t job_id = job_id_, units = 0, seed = 0;
+  if (!Get(bytes, pos, &magic) || (magic != kProgressMagic && magic != kProgressMagicNoJobId) ||
+      (magic == kProgressMagic && !Get(bytes, pos, &job_id)) || !Get(bytes, pos, &epochs) ||
       !Get(bytes, pos, &units) || !Get(bytes, pos, &seed) || !Get(bytes, pos, &epoch)) {
     return absl::DataLossError("data progress record is truncated or not one");
   }
@@ -229,6 +240,7 @@ absl::Status WorkUnitDispatcher::ImportProgress(const std::string& bytes) {
   if (epoch > epochs || bytes.size() - pos != expected_units) {
     return absl::DataLossError("data progress unit states are truncated");
   }
+  job_id_ = job_id;
   counts_ = std::move(counts);
   StartEpoch(epoch);
   previous_lessees_.clear();  // No lease carries over a restore.

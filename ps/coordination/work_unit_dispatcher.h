@@ -41,6 +41,7 @@ class WorkUnitDispatcher {
     uint32_t epoch = 0;
     uint64_t index = 0;      // Position in the epoch.
     uint64_t data_unit = 0;  // The samples to train: the epoch's permutation of index.
+    std::string push_key;    // PushKey(epoch, index).
   };
 
   static absl::StatusOr<WorkUnitDispatcher> Create(const DispatchConfig& config);
@@ -76,9 +77,18 @@ class WorkUnitDispatcher {
   // The order of an epoch: a pure function of (seed, epoch).
   static std::vector<uint64_t> EpochOrder(uint64_t seed, uint32_t epoch, uint64_t units);
 
-  // Data progress for checkpoints: the epoch, its committed units and the
-  // counts. Import replaces the state (leases are not kept: they re-issue,
-  // and late commits of leases from before the import are not counted).
+  // Drawn at random when the job is created and kept in its progress, so
+  // that no two jobs (on the same shards or not) share a push key.
+  uint64_t job_id() const { return job_id_; }
+  // Names unit `index` of `epoch` in this job: the same for every lease of
+  // it, across re-issues and rollbacks (WorkUnit.push_key).
+  std::string PushKey(uint32_t epoch, uint64_t index) const;
+
+  // Data progress for checkpoints: the job id, the epoch, its committed
+  // units and the counts. Import replaces the state (leases are not kept:
+  // they re-issue, and late commits of leases from before the import are
+  // not counted). A record written before job ids existed keeps this job's
+  // id.
   std::string ExportProgress() const;
   absl::Status ImportProgress(const std::string& bytes);
 
@@ -102,6 +112,7 @@ class WorkUnitDispatcher {
   const std::vector<uint64_t>* LesseesOf(uint32_t epoch, uint64_t index) const;
 
   DispatchConfig config_;
+  uint64_t job_id_ = 0;
   uint32_t epoch_ = 0;
   std::vector<uint64_t> order_;  // index -> data unit, for epoch_.
   std::vector<Unit> units_;

@@ -75,6 +75,7 @@ grpc::Status CoordinatorService::AcquireUnit(grpc::ServerContext* context,
       unit->set_epoch(grant->epoch);
       unit->set_index(grant->index);
       unit->set_data_unit(grant->data_unit);
+      unit->set_push_key(grant->push_key);
       const absl::Duration lease = coordinator_->unit_lease();
       unit->set_lease_ms(lease == absl::InfiniteDuration() ? 0 : absl::ToInt64Milliseconds(lease));
       break;

@@ -291,7 +291,7 @@ void TrainingWorker::LeaseAhead() {
   const uint64_t me = work_.membership->worker_id();
   absl::StatusOr<v1::AcquireUnitResponse> r = work_.coordinator->Acquire(me);
   if (r.ok() && r->outcome() == v1::AcquireUnitResponse::OUTCOME_UNIT) {
-    leased_ahead_ = Unit{r->unit().epoch(), r->unit().index(), r->unit().data_unit(), me};
+    leased_ahead_ = UnitOf(r->unit(), me);
   }
 }
 
@@ -320,7 +320,7 @@ absl::StatusOr<std::optional<TrainingWorker::Unit>> TrainingWorker::NextUnit(
     }
     if (!r.ok()) return r.status();
     if (r->outcome() == v1::AcquireUnitResponse::OUTCOME_UNIT) {
-      return Unit{r->unit().epoch(), r->unit().index(), r->unit().data_unit(), me};
+      return UnitOf(r->unit(), me);
     }
     if (r->outcome() == v1::AcquireUnitResponse::OUTCOME_DONE) return std::optional<Unit>();
     // Every remaining unit is leased, maybe one to us: settle ours first, or
@@ -335,9 +335,15 @@ absl::StatusOr<std::optional<TrainingWorker::Unit>> TrainingWorker::NextUnit(
   return std::optional<Unit>();
 }
 
+std::string TrainingWorker::PushIdFor(const Unit& unit, int64_t row_begin, int64_t row_end) const {
+  std::string id = UnitPushId(unit.push_key, row_begin, row_end);
+  return id.empty() ? cluster_->NewPushId() : id;
+}
+
 absl::StatusOr<double> TrainingWorker::ComputeGradient(uint64_t data_unit, int64_t row_begin,
                                                        int64_t row_end,
-                                                       const std::vector<uint64_t>* stream_versions) {
+                                                       const std::vector<uint64_t>* stream_versions,
+                                                       const std::string& push_id) {
   absl::StatusOr<TrainingBatch> batch =
       data_->TrainBatch(options_.data_seed, data_unit, options_.batch_size, options_.seq_len);
   if (!batch.ok()) return batch.status();
@@ -356,7 +362,7 @@ absl::StatusOr<double> TrainingWorker::ComputeGradient(uint64_t data_unit, int64
         ": its gradient is not pushed (a broken model, or training diverged: lower --lr)"));
   }
   if (stream_versions != nullptr) {
-    pending_push_id_ = cluster_->NewPushId();
+    pending_push_id_ = push_id;
     absl::StatusOr<std::unique_ptr<GradientStream>> stream =
         cluster_->StartPush(*stream_versions, wire_dtype_, pending_push_id_);
     if (!stream.ok()) return stream.status();
@@ -375,9 +381,10 @@ absl::StatusOr<double> TrainingWorker::ComputeGradient(uint64_t data_unit, int64
   return value;
 }
 
-absl::Status TrainingWorker::SealGradient(uint64_t data_unit, int64_t rows) {
+absl::Status TrainingWorker::SealGradient(uint64_t data_unit, int64_t rows,
+                                          const std::string& push_id) {
   const bool streamed = stream_ != nullptr;
-  if (!streamed) pending_push_id_ = cluster_->NewPushId();
+  if (!streamed) pending_push_id_ = push_id;
   const double squares =
       streamed ? streamed_squares_ : binding_.GatherGradients(absl::MakeSpan(gradient_));
   if (!std::isfinite(squares)) {
@@ -473,8 +480,9 @@ absl::StatusOr<TrainingSummary> TrainingWorker::Run(
     const absl::Time compute_start = absl::Now();
     // Where the push follows the step, it goes out during backward.
     const bool stream = !overlap && options_.push_during_backward;
-    absl::StatusOr<double> loss =
-        ComputeGradient((*unit)->data_unit, row_begin, row_end, stream ? &versions : nullptr);
+    const std::string push_id = PushIdFor(**unit, row_begin, row_end);
+    absl::StatusOr<double> loss = ComputeGradient((*unit)->data_unit, row_begin, row_end,
+                                                  stream ? &versions : nullptr, push_id);
     const double step_compute_ms = MillisSince(compute_start);
     if (summary.steps == 0) summary.first_compute_s = step_compute_ms / 1000;
     compute_ms += step_compute_ms;
@@ -482,7 +490,9 @@ absl::StatusOr<TrainingSummary> TrainingWorker::Run(
     if (!loss.ok()) return loss.status();
     if (!comm_status.ok()) return comm_status;
     // Only now: in overlap, the push that just finished read gradient_.
-    if (absl::Status s = SealGradient((*unit)->data_unit, row_end - row_begin); !s.ok()) return s;
+    if (absl::Status s = SealGradient((*unit)->data_unit, row_end - row_begin, push_id); !s.ok()) {
+      return s;
+    }
     base_versions_ = versions;
     pending_unit_ = **unit;
     pending_settles_ = !ramp_rest.has_value();

@@ -144,24 +144,32 @@ class TrainingWorker {
     // The worker id the unit was leased to: only it may commit the unit,
     // even if the membership registered again under a new id since.
     uint64_t lessee = 0;
+    std::string push_key;  // WorkUnit.push_key: its pushes' ids (UnitPushId).
   };
+  static Unit UnitOf(const v1::WorkUnit& unit, uint64_t lessee) {
+    return Unit{unit.epoch(), unit.index(), unit.data_unit(), lessee, unit.push_key()};
+  }
 
   TrainingWorker(Cluster* cluster, std::unique_ptr<TrainableModel> model,
                  ParameterBinding binding, const TrainingData* data,
                  const TrainingOptions& options, WorkSource work);
 
+  // The id rows [row_begin, row_end) of `unit` are pushed under: the
+  // unit's (UnitPushId) where the coordinator names it, else a fresh one.
+  std::string PushIdFor(const Unit& unit, int64_t row_begin, int64_t row_end) const;
   // Forward/backward on rows [row_begin, row_end) of this unit's batch;
   // returns the loss. The gradient stays in the parameters' grads, or,
   // with `stream_versions` (the weights' versions), goes out during
-  // backward as a push left open in stream_ (BackwardPush), and into
-  // gradient_.
+  // backward as a push `push_id` left open in stream_ (BackwardPush), and
+  // into gradient_.
   absl::StatusOr<double> ComputeGradient(uint64_t data_unit, int64_t row_begin, int64_t row_end,
-                                         const std::vector<uint64_t>* stream_versions);
+                                         const std::vector<uint64_t>* stream_versions,
+                                         const std::string& push_id);
   // Makes the computed gradient (of `rows` of the unit's batch) the pending
   // one: gradient_ (gathered unless streamed), gradient_scale_ (clipping,
-  // a ramp half's share) and a new pending_push_id_ unless streamed.
+  // a ramp half's share) and pending_push_id_ = `push_id` unless streamed.
   // INVALID_ARGUMENT, and nothing to push, if the gradient is not finite.
-  absl::Status SealGradient(uint64_t data_unit, int64_t rows);
+  absl::Status SealGradient(uint64_t data_unit, int64_t rows, const std::string& push_id);
   // Closes stream_ with gradient_scale_; on an error, gradient_ is scaled
   // for the whole push that follows.
   absl::StatusOr<PushResult> FinishStreamedPush(const std::function<void()>& after_sent);

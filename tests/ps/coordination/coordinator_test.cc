@@ -91,6 +91,65 @@ TEST_F(CoordinatorTest, ExpiredUnitLeaseIsReissuedAndLateCommitIsADuplicate) {
   EXPECT_EQ(p.epochs(0).committed(), 1u);
 }
 
+// Every lease of a unit carries the same push key, so a re-issue's push is
+// a duplicate where the first lessee's landed; another unit, epoch or job
+// never shares it.
+TEST_F(CoordinatorTest, AReissuedUnitKeepsItsPushKeyAndNoOtherUnitSharesIt) {
+  auto c = Make(2, 3);
+  const uint64_t dead = *c->Register("dead"), alive = *c->Register("alive");
+  auto first = c->Acquire(dead);
+  ASSERT_EQ(first->outcome, WorkUnitDispatcher::Outcome::kUnit);
+  ASSERT_FALSE(first->push_key.empty());
+  for (int i = 0; i < 3; ++i) {  // The dead worker's lease (10 s) runs out.
+    Advance(absl::Seconds(5));
+    ASSERT_TRUE(c->Heartbeat(alive).ok());
+  }
+  std::set<std::string> keys;
+  for (;;) {
+    auto g = c->Acquire(alive);
+    ASSERT_TRUE(g.ok());
+    if (g->outcome == WorkUnitDispatcher::Outcome::kDone) break;
+    ASSERT_EQ(g->outcome, WorkUnitDispatcher::Outcome::kUnit);
+    if (g->epoch == first->epoch && g->index == first->index) {
+      EXPECT_EQ(g->push_key, first->push_key);
+    }
+    EXPECT_TRUE(keys.insert(g->push_key).second) << g->push_key;
+    ASSERT_TRUE(c->Commit(alive, g->epoch, g->index).ok());
+  }
+  EXPECT_EQ(keys.size(), 6u);
+  EXPECT_TRUE(keys.count(first->push_key));
+  auto other_job = Make(2, 3);
+  auto theirs = other_job->Acquire(*other_job->Register("w"));
+  EXPECT_FALSE(keys.count(theirs->push_key)) << "two jobs share push key " << theirs->push_key;
+}
+
+TEST_F(CoordinatorTest, PushKeysSurviveARollbackAndAreEmptyInSyncMode) {
+  auto c = Make(1, 4);
+  const uint64_t w = *c->Register("w");
+  const std::string saved = c->ExportProgress();
+  auto before = c->Acquire(w);
+  auto restored = Make(1, 4);
+  ASSERT_TRUE(restored->ImportProgress(saved).ok());
+  auto after = restored->Acquire(*restored->Register("v"));
+  ASSERT_EQ(after->index, before->index);
+  EXPECT_EQ(after->push_key, before->push_key);
+  // A record from before job ids: accepted, and the keys stay this job's.
+  std::string old_record = saved;
+  const uint32_t old_magic = 0x53505750;
+  old_record.replace(0, 12, reinterpret_cast<const char*>(&old_magic), sizeof(old_magic));
+  auto upgraded = Make(1, 4);
+  ASSERT_TRUE(upgraded->ImportProgress(old_record).ok());
+  auto upgraded_grant = upgraded->Acquire(*upgraded->Register("u"));
+  EXPECT_EQ(upgraded_grant->index, before->index);
+  EXPECT_NE(upgraded_grant->push_key, before->push_key);
+  Consistency sync;
+  sync.mode = v1::CONSISTENCY_SYNC;
+  auto s = Make(1, 4, sync);
+  auto g = s->Acquire(*s->Register("w"));
+  ASSERT_EQ(g->outcome, WorkUnitDispatcher::Outcome::kUnit);
+  EXPECT_TRUE(g->push_key.empty());
+}
+
 TEST_F(CoordinatorTest, DeadWorkersLoseTheirLeaseAndTheirUnits) {
   auto c = Make(1, 4);
   const uint64_t dead = *c->Register("dead"), alive = *c->Register("alive");
