@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "absl/flags/commandlineflag.h"
@@ -24,6 +25,12 @@ ABSL_FLAG(bool, version, false, "Print the version and exit 0.");
 
 namespace spotps {
 namespace {
+
+// The flags ParseFlags set, by name: written while parsing, read after.
+std::set<std::string>& GivenFlags() {
+  static auto* given = new std::set<std::string>();
+  return *given;
+}
 
 struct FlagSetting {
   absl::CommandLineFlag* flag = nullptr;  // Null: no such flag.
@@ -64,6 +71,7 @@ absl::Status ApplyFlag(absl::string_view arg, int argc, char** argv, int* next_a
     return absl::InvalidArgumentError(
         absl::StrCat("bad value for --", s.flag->Name(), ": ", error));
   }
+  GivenFlags().insert(std::string(s.flag->Name()));
   return absl::OkStatus();
 }
 
@@ -86,6 +94,8 @@ std::string HelpText() {
 }
 
 }  // namespace
+
+bool FlagGiven(absl::string_view name) { return GivenFlags().count(std::string(name)) != 0; }
 
 bool WantsHelp(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {

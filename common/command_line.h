@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace spotps {
 
@@ -18,6 +19,10 @@ bool WantsHelp(int argc, char** argv);
 // INVALID_ARGUMENT, saying which, for an unknown flag, a missing value or a
 // value the flag cannot parse.
 absl::StatusOr<std::vector<std::string>> ParseFlags(int argc, char** argv);
+
+// True if ParseFlags set the flag `name` from the command line (to any
+// value, its default included).
+bool FlagGiven(absl::string_view name);
 
 // For binaries that take flags only: --help prints the program's flags and
 // --version its version, and both exit 0; a bad flag or any positional

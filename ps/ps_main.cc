@@ -92,8 +92,11 @@ ABSL_FLAG(int64_t, max_workers, 4096,
           "Shard 0: trainers registered at once at most; more get RESOURCE_EXHAUSTED.");
 ABSL_FLAG(double, unit_lease_s, 60, "A unit not committed this long is re-issued.");
 ABSL_FLAG(std::string, consistency, "async",
-          "async, ssp:S (shard 0 holds any trainer more than S units ahead of the slowest) or "
-          "sync (one gradient per live trainer per round; give it to every shard).");
+          "async, ssp:S (shard 0 holds any trainer more than S units ahead of the slowest), "
+          "sync (one gradient per live trainer per round; give it to every shard) or local:H "
+          "(trainers take H steps with their own AdamW, then push the change of their weights; "
+          "give it to every shard: the outer optimizer defaults to Nesterov SGD, lr 0.7, "
+          "momentum 0.9).");
 ABSL_FLAG(uint64_t, max_round_contributions, 64,
           "Sync mode: most gradients a shard holds for one round (at least the trainers).");
 ABSL_FLAG(std::string, checkpoint_dir, "",
@@ -115,40 +118,52 @@ namespace {
 using spotps::RuntimeError;
 using spotps::UsageError;
 
+// The flag's value, or in local mode, where it was not given, the outer
+// optimizer's default (DiLoCo's Nesterov SGD, lr 0.7, momentum 0.9).
+template <typename T>
+T FlagOrLocalDefault(const absl::Flag<T>& flag, bool local, T local_default) {
+  if (local && !spotps::FlagGiven(absl::GetFlagReflectionHandle(flag).Name())) {
+    return local_default;
+  }
+  return absl::GetFlag(flag);
+}
+
 absl::StatusOr<spotps::ShardOptions> OptionsFromFlags() {
   spotps::ShardOptions o;
   o.shard_index = absl::GetFlag(FLAGS_shard_index);
   o.num_shards = absl::GetFlag(FLAGS_num_shards);
-  absl::StatusOr<spotps::OptimizerKind> kind =
-      spotps::ParseOptimizerKind(absl::GetFlag(FLAGS_optimizer));
+  absl::StatusOr<spotps::Consistency> consistency =
+      spotps::ParseConsistency(absl::GetFlag(FLAGS_consistency));
+  if (!consistency.ok()) return consistency.status();
+  const bool local = consistency->mode == spotps::v1::CONSISTENCY_LOCAL;
+  absl::StatusOr<spotps::OptimizerKind> kind = spotps::ParseOptimizerKind(
+      FlagOrLocalDefault(FLAGS_optimizer, local, std::string("sgd")));
   if (!kind.ok()) return kind.status();
   o.optimizer.kind = *kind;
   o.optimizer.weight_decay = static_cast<float>(absl::GetFlag(FLAGS_weight_decay));
-  o.optimizer.momentum = static_cast<float>(absl::GetFlag(FLAGS_momentum));
+  o.optimizer.momentum = static_cast<float>(FlagOrLocalDefault(FLAGS_momentum, local, 0.9));
   o.optimizer.dampening = static_cast<float>(absl::GetFlag(FLAGS_dampening));
-  o.optimizer.nesterov = absl::GetFlag(FLAGS_nesterov);
+  o.optimizer.nesterov = FlagOrLocalDefault(FLAGS_nesterov, local, true);
   o.optimizer.beta1 = static_cast<float>(absl::GetFlag(FLAGS_beta1));
   o.optimizer.beta2 = static_cast<float>(absl::GetFlag(FLAGS_beta2));
   o.optimizer.eps = static_cast<float>(absl::GetFlag(FLAGS_eps));
   absl::StatusOr<spotps::DecayKind> decay =
       spotps::ParseDecayKind(absl::GetFlag(FLAGS_lr_schedule));
   if (!decay.ok()) return decay.status();
-  o.schedule.base_lr = absl::GetFlag(FLAGS_lr);
+  o.schedule.base_lr = FlagOrLocalDefault(FLAGS_lr, local, 0.7);
   o.schedule.decay = *decay;
   o.schedule.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
   o.schedule.total_steps = absl::GetFlag(FLAGS_total_steps);
   o.schedule.min_lr_ratio = absl::GetFlag(FLAGS_min_lr_ratio);
   o.staleness_lr_scaling = absl::GetFlag(FLAGS_staleness_lr_scaling);
-  absl::StatusOr<spotps::Consistency> consistency =
-      spotps::ParseConsistency(absl::GetFlag(FLAGS_consistency));
-  if (!consistency.ok()) return consistency.status();
   std::string method = absl::GetFlag(FLAGS_staleness_method);
   if (method.empty()) {
     // Plain async learns as well per token as sync only without staleness
-    // (docs/architecture.md, Choosing a mode); ssp and sync keep their own rules.
+    // (docs/architecture.md, Choosing a mode); ssp and sync keep their own
+    // rules. Local rounds that end together are averaged as "fresh" pushes.
     const bool plain_async =
         consistency->mode == spotps::v1::CONSISTENCY_ASYNC && !o.staleness_lr_scaling;
-    method = plain_async ? "fresh" : "none";
+    method = plain_async || local ? "fresh" : "none";
   }
   if (absl::Status s = spotps::ParseStalenessSpec(method, &o.staleness); !s.ok()) return s;
   o.staleness.dc_lambda = static_cast<float>(absl::GetFlag(FLAGS_dc_lambda));
@@ -422,7 +437,8 @@ int main(int argc, char** argv) {
   std::printf(
       "spotps-ps: shard %u/%u listening on port %d (optimizer=%s lr=%g schedule=%s "
       "staleness_method=%s), ready %.0f ms after start\n",
-      options->shard_index, options->num_shards, port, absl::GetFlag(FLAGS_optimizer).c_str(),
+      options->shard_index, options->num_shards, port,
+      spotps::DescribeOptimizer(options->optimizer).c_str(),
       options->schedule.base_lr, absl::GetFlag(FLAGS_lr_schedule).c_str(),
       spotps::DescribeStaleness((*store)->staleness()).c_str(),
       absl::ToDoubleMilliseconds(absl::Now() - process_start));

@@ -66,6 +66,11 @@ ABSL_FLAG(int64_t, first_step_batch, 1,
           "Join ramp: train the first unit in two steps, its first N sequences and then the "
           "rest, so that a newly started worker pushes its first gradient after a short step "
           "(docs/architecture.md, \"The trainer\"); 0 or >= --batch: off. Not in sync mode.");
+ABSL_FLAG(double, inner_lr, 1e-3,
+          "Local mode (shards with --consistency=local:H): learning rate of the AdamW this "
+          "trainer applies to its own weights between pushes.");
+ABSL_FLAG(double, inner_weight_decay, 0.01,
+          "Local mode: that AdamW's decoupled weight decay.");
 ABSL_FLAG(int, transfer_nice, 10,
           "Nice value (0-19) for this trainer's threads other than compute (pulls, pushes, "
           "BF16 conversion, gRPC), so that on a shared host they run in compute's gaps "
@@ -170,6 +175,11 @@ void CheckFlags(const absl::StatusOr<spotps::GptConfig>& config, spotps::UsagePr
   const int nice = absl::GetFlag(FLAGS_transfer_nice);
   problems.Require(nice >= 0 && nice <= 19, "--transfer_nice must be in [0, 19]");
   problems.Require(absl::GetFlag(FLAGS_first_step_batch) >= 0, "--first_step_batch must be >= 0");
+  const double inner_lr = absl::GetFlag(FLAGS_inner_lr);
+  problems.Require(inner_lr > 0 && inner_lr < 1, "--inner_lr must be in (0, 1)");
+  const double inner_decay = absl::GetFlag(FLAGS_inner_weight_decay);
+  problems.Require(inner_decay >= 0 && inner_decay * inner_lr < 1,
+                   "--inner_weight_decay must be >= 0, and below 1 / --inner_lr");
   problems.Require(absl::GetFlag(FLAGS_ps_timeout_s) >= 0, "--ps_timeout_s must be >= 0");
   problems.Require(absl::GetFlag(FLAGS_rpc_deadline_s) > 0, "--rpc_deadline_s must be positive");
   problems.Require(absl::GetFlag(FLAGS_drain_deadline_s) >= 0, "--drain_deadline_s must be >= 0");
@@ -227,6 +237,8 @@ absl::StatusOr<spotps::TrainingOptions> OptionsFromFlags(const spotps::TrainingD
   o.push_during_backward = absl::GetFlag(FLAGS_push_during_backward);
   o.first_step_batch = absl::GetFlag(FLAGS_first_step_batch);
   o.transfer_nice = absl::GetFlag(FLAGS_transfer_nice);
+  o.inner.lr = static_cast<float>(absl::GetFlag(FLAGS_inner_lr));
+  o.inner.weight_decay = static_cast<float>(absl::GetFlag(FLAGS_inner_weight_decay));
   o.unavailable_timeout = absl::Seconds(absl::GetFlag(FLAGS_ps_timeout_s));
   o.name = absl::StrFormat("trainer-%d", index);
   return o;
@@ -357,11 +369,16 @@ int main(int argc, char** argv) {
   if (!worker.ok() && absl::IsInvalidArgument(worker.status())) return UsageError(worker.status());
   if (!worker.ok()) return RuntimeError(worker.status());
   join.Mark("init");
-  std::printf("[%s] model %s: %s, task %s, %lld units an epoch, staleness_method=%s\n",
+  const std::string local_steps =
+      membership != nullptr && membership->local_steps() > 0
+          ? absl::StrFormat(", local steps %d (inner AdamW lr %g)", membership->local_steps(),
+                            options->inner.lr)
+          : "";
+  std::printf("[%s] model %s: %s, task %s, %lld units an epoch, staleness_method=%s%s\n",
               options->name.c_str(), absl::GetFlag(FLAGS_model).c_str(),
               (*cluster)->layout().Summary().c_str(), spotps::TaskName(data->task()),
               static_cast<long long>(data->BatchesPerEpoch(options->batch_size, options->seq_len)),
-              ShardStalenessMethod(**cluster).c_str());
+              ShardStalenessMethod(**cluster).c_str(), local_steps.c_str());
   std::fflush(stdout);
 
   std::unique_ptr<spotps::SpotNoticeWatcher> spot_watcher;

@@ -16,11 +16,19 @@ absl::StatusOr<Consistency> ParseConsistency(absl::string_view mode) {
   if (mode == "async") return Consistency{v1::CONSISTENCY_ASYNC, 0};
   if (mode == "sync") return Consistency{v1::CONSISTENCY_SYNC, 0};
   int64_t bound = -1;
-  if (absl::ConsumePrefix(&mode, "ssp:") && absl::SimpleAtoi(mode, &bound) && bound >= 0) {
+  absl::string_view rest = mode;
+  if (absl::ConsumePrefix(&rest, "ssp:") && absl::SimpleAtoi(rest, &bound) && bound >= 0) {
     return Consistency{v1::CONSISTENCY_SSP, bound};
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("--consistency must be async, sync or ssp:S with S >= 0, got '", mode, "'"));
+  rest = mode;
+  int64_t steps = 0;
+  if (absl::ConsumePrefix(&rest, "local:") && absl::SimpleAtoi(rest, &steps) && steps >= 1 &&
+      steps <= static_cast<int64_t>(kMaxLocalSteps)) {
+    return Consistency{v1::CONSISTENCY_LOCAL, 0, steps};
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--consistency must be async, sync, ssp:S with S >= 0 or local:H with 1 <= H <= ",
+      kMaxLocalSteps, ", got '", mode, "'"));
 }
 
 std::string ConsistencyName(const Consistency& c) {
@@ -29,6 +37,8 @@ std::string ConsistencyName(const Consistency& c) {
       return absl::StrCat("ssp:", c.ssp_bound);
     case v1::CONSISTENCY_SYNC:
       return "sync";
+    case v1::CONSISTENCY_LOCAL:
+      return absl::StrCat("local:", c.local_steps);
     default:
       return "async";
   }
@@ -43,7 +53,10 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(const Coordinat
   // A sync round waits for every live worker, so a unit stays with its
   // worker for as long as the worker lives: re-issuing it to someone else
   // would train it twice in one round.
-  if (options.consistency.mode == v1::CONSISTENCY_SYNC) {
+  // Local mode likewise: a unit's gradient lands only at the end of its
+  // worker's round, H units later.
+  if (options.consistency.mode == v1::CONSISTENCY_SYNC ||
+      options.consistency.mode == v1::CONSISTENCY_LOCAL) {
     effective.dispatch.unit_lease = absl::InfiniteDuration();
   }
   absl::StatusOr<WorkUnitDispatcher> dispatcher = WorkUnitDispatcher::Create(effective.dispatch);

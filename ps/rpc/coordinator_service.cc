@@ -39,6 +39,7 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* context,
   response->set_worker_id(*worker);
   response->set_lease_ms(absl::ToInt64Milliseconds(coordinator_->worker_lease()));
   response->set_consistency(coordinator_->consistency().mode);
+  response->set_local_steps(static_cast<uint32_t>(coordinator_->consistency().local_steps));
   return grpc::Status::OK;
 }
 

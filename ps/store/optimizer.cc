@@ -145,6 +145,12 @@ absl::StatusOr<OptimizerKind> ParseOptimizerKind(absl::string_view name) {
       absl::StrCat("unknown optimizer '", name, "' (expected sgd or adamw)"));
 }
 
+std::string DescribeOptimizer(const OptimizerConfig& c) {
+  if (c.kind == OptimizerKind::kAdamW) return "adamw";
+  if (c.momentum == 0.0f) return "sgd";
+  return absl::StrCat("sgd(momentum=", c.momentum, c.nesterov ? ",nesterov)" : ")");
+}
+
 absl::Status ValidateOptimizerConfig(const OptimizerConfig& c) {
   auto bad = [](auto... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
   if (!(c.weight_decay >= 0.0f) || !std::isfinite(c.weight_decay)) {

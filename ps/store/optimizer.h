@@ -5,6 +5,7 @@
 #define SPOTPS_PS_STORE_OPTIMIZER_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -35,6 +36,8 @@ struct OptimizerConfig {
 };
 
 absl::StatusOr<OptimizerKind> ParseOptimizerKind(absl::string_view name);
+// "adamw", "sgd", or with momentum "sgd(momentum=0.9,nesterov)": for logs.
+std::string DescribeOptimizer(const OptimizerConfig& config);
 absl::Status ValidateOptimizerConfig(const OptimizerConfig& config);
 
 // Raw little-endian gradient elements as they arrived on the wire; the

@@ -33,8 +33,10 @@ absl::Status TrainingJob::ReserveShards(bool durable) {
   auto shards = LocalShardCluster::Reserve(
       2,
       [&](int i, const std::string& addresses) {
-        std::vector<std::string> f = {"--optimizer=adamw", "--lr=2e-3", "--warmup_steps=10",
-                                      "--consistency=" + options_.consistency};
+        std::vector<std::string> f = {"--consistency=" + options_.consistency};
+        if (!options_.default_optimizer) {
+          f.insert(f.end(), {"--optimizer=adamw", "--lr=2e-3", "--warmup_steps=10"});
+        }
         if (durable) f.push_back(absl::StrCat("--checkpoint_dir=", dir_, "/ckpt", i));
         if (i == 0) {  // Shard 0 coordinates and drives checkpoint and sync rounds.
           f.insert(f.end(), {absl::StrCat("--epochs=", options_.epochs),

@@ -19,6 +19,9 @@ struct JobOptions {
   int epochs = 2;
   int units_per_epoch = 200;
   std::string consistency = "async";
+  // Leave the optimizer to the shards' defaults for `consistency` instead
+  // of AdamW at lr 2e-3 with 10 warmup updates.
+  bool default_optimizer = false;
   // Each trainer step: batch x seq_len tokens of `model` (a preset or a
   // TorchScript file).
   std::string model = "tiny";

@@ -121,6 +121,7 @@ TrainingWorker::TrainingWorker(Cluster* cluster, std::unique_ptr<TrainableModel>
       options_(options),
       wire_dtype_(options.dtype == ComputeDType::kBF16 ? v1::DTYPE_BF16 : v1::DTYPE_FP32),
       sync_(work.membership != nullptr && work.membership->consistency() == v1::CONSISTENCY_SYNC),
+      local_steps_(work.membership != nullptr ? work.membership->local_steps() : 0),
       gradient_(binding_.layout().total_elements(), 0.0f),
       backward_push_(std::make_unique<BackwardPush>(binding_, cluster->partition_map())) {}
 
@@ -263,20 +264,46 @@ absl::Status TrainingWorker::PushThen(const std::function<absl::Status()>& along
 }
 
 void TrainingWorker::SettleUnit(bool applied, const std::string& push_id) {
-  // A ramp step's unit is settled by the push of its second half.
-  if (work_.coordinator == nullptr || !pending_settles_) return;
-  const Unit& u = pending_unit_;
-  const uint64_t me = u.lessee;
+  if (work_.coordinator == nullptr) return;
   // A coordinator hiccup must not stop training: an uncommitted unit is
   // re-issued when its lease runs out, and counted as trained twice.
-  if (applied) {
-    // Sync mode: the push id tells the round which held gradient is ours.
-    absl::StatusOr<bool> duplicate =
-        work_.coordinator->Commit(me, u.epoch, u.index, sync_ ? push_id : "");
-    if (duplicate.ok()) units_committed_ += *duplicate ? 0 : 1;
-  } else {
-    work_.coordinator->Release(me, u.epoch, u.index).IgnoreError();
+  for (const Unit& u : pending_units_) {
+    if (applied) {
+      // Sync mode: the push id tells the round which held gradient is ours.
+      absl::StatusOr<bool> duplicate =
+          work_.coordinator->Commit(u.lessee, u.epoch, u.index, sync_ ? push_id : "");
+      if (duplicate.ok()) units_committed_ += *duplicate ? 0 : 1;
+    } else {
+      work_.coordinator->Release(u.lessee, u.epoch, u.index).IgnoreError();
+    }
   }
+}
+
+void TrainingWorker::TakeLocalStep(const Unit& unit) {
+  std::vector<float>& weights = buffers_[bound_].values;
+  if (round_units_.empty()) {
+    round_start_ = weights;
+    round_versions_ = buffers_[bound_].versions;
+  }
+  if (inner_ == nullptr) inner_ = std::make_unique<InnerAdamW>(weights.size(), options_.inner);
+  inner_->Step(absl::MakeSpan(weights), gradient_);
+  round_units_.push_back(unit);
+}
+
+absl::Status TrainingWorker::EndLocalRound() {
+  SealLocalRound();
+  return Communicate(true);
+}
+
+void TrainingWorker::SealLocalRound() {
+  std::vector<float>& weights = buffers_[bound_].values;
+  for (size_t i = 0; i < weights.size(); ++i) gradient_[i] = round_start_[i] - weights[i];
+  std::copy(round_start_.begin(), round_start_.end(), weights.begin());
+  gradient_scale_ = 1.0f;
+  base_versions_ = round_versions_;
+  pending_units_ = std::move(round_units_);
+  round_units_.clear();
+  pending_push_id_ = cluster_->NewPushId();
 }
 
 absl::Status TrainingWorker::Communicate(bool push) {
@@ -328,6 +355,9 @@ absl::StatusOr<std::optional<TrainingWorker::Unit>> TrainingWorker::NextUnit(
     if (gradient_pending) {
       if (absl::Status s = PushPending(); !s.ok()) return s;
       gradient_pending = false;
+    }
+    if (!round_units_.empty()) {
+      if (absl::Status s = EndLocalRound(); !s.ok()) return s;
     }
     // In sync mode the coordinator already waited for the next round.
     if (!sync_) absl::SleepFor(absl::Milliseconds(100));
@@ -426,11 +456,14 @@ absl::StatusOr<TrainingSummary> TrainingWorker::Run(
   };
   TrainingSummary summary;
   bool gradient_pending = false;  // gradient_ holds an unpushed gradient.
-  // No ramp where pushes wait for the others' ("fresh"): an early half push
-  // would only wait for them, and put the worker a step out of their pace.
-  const int64_t ramp_rows = sync_ || fresh_ || options_.first_step_batch >= options_.batch_size
-                                ? 0
-                                : options_.first_step_batch;
+  // No ramp where pushes wait for the others' ("fresh"), or come once a
+  // round: an early half push would only wait for them, and put the worker
+  // a step out of their pace.
+  const bool local = local_steps_ > 0;
+  const int64_t ramp_rows =
+      sync_ || fresh_ || local || options_.first_step_batch >= options_.batch_size
+          ? 0
+          : options_.first_step_batch;
   std::optional<Unit> ramp_rest;  // The first unit, whose rows [ramp_rows, B) are still due.
   double compute_ms = 0, window_loss = 0;
   int64_t window_steps = 0, window_tokens = 0;
@@ -462,7 +495,7 @@ absl::StatusOr<TrainingSummary> TrainingWorker::Run(
     }
     // Shards with "+fresh" ask for weights that hold our last push: it goes
     // out (and is applied) before this step, and the pull follows it.
-    const bool overlap = options_.overlap && !sync_ && !fresh_;
+    const bool overlap = options_.overlap && !sync_ && !fresh_ && !local;
     if (!overlap && gradient_pending) {
       if (absl::Status s = Communicate(true); !s.ok()) return s;
       gradient_pending = false;
@@ -479,7 +512,7 @@ absl::StatusOr<TrainingSummary> TrainingWorker::Run(
     }
     const absl::Time compute_start = absl::Now();
     // Where the push follows the step, it goes out during backward.
-    const bool stream = !overlap && options_.push_during_backward;
+    const bool stream = !overlap && !local && options_.push_during_backward;
     const std::string push_id = PushIdFor(**unit, row_begin, row_end);
     absl::StatusOr<double> loss = ComputeGradient((*unit)->data_unit, row_begin, row_end,
                                                   stream ? &versions : nullptr, push_id);
@@ -493,11 +526,19 @@ absl::StatusOr<TrainingSummary> TrainingWorker::Run(
     if (absl::Status s = SealGradient((*unit)->data_unit, row_end - row_begin, push_id); !s.ok()) {
       return s;
     }
-    base_versions_ = versions;
-    pending_unit_ = **unit;
-    pending_settles_ = !ramp_rest.has_value();
-    gradient_pending = true;
-    if (!overlap) {
+    if (local) {
+      TakeLocalStep(**unit);
+      if (round_units_.size() >= local_steps_) {
+        if (absl::Status s = EndLocalRound(); !s.ok()) return s;
+      }
+    } else {
+      base_versions_ = versions;
+      // A ramp step's unit is settled by the push of its second half.
+      pending_units_.clear();
+      if (!ramp_rest.has_value()) pending_units_.push_back(**unit);
+      gradient_pending = true;
+    }
+    if (gradient_pending && !overlap) {
       if (absl::Status s = Communicate(true); !s.ok()) return s;
       gradient_pending = false;
     }
@@ -542,7 +583,12 @@ absl::StatusOr<TrainingSummary> TrainingWorker::Run(
       if (options_.on_eval) options_.on_eval(summary.steps, *val);
     }
   }
-  // Nothing computed is lost: the last gradient goes out before we leave.
+  // Nothing computed is lost: the last gradient (or the round so far) goes
+  // out before we leave, and commits exactly the units it trained.
+  if (!round_units_.empty()) {
+    SealLocalRound();
+    gradient_pending = true;
+  }
   if (gradient_pending) {
     if (absl::Status s = PushPending(); !s.ok()) return s;
   }

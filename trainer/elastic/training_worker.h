@@ -31,6 +31,7 @@
 #include "client/coordinator_client.h"
 #include "trainer/data/training_data.h"
 #include "trainer/elastic/backward_push.h"
+#include "trainer/elastic/inner_adamw.h"
 #include "trainer/elastic/worker_membership.h"
 #include "trainer/model/parameter_binding.h"
 #include "trainer/model/trainable_model.h"
@@ -82,6 +83,9 @@ struct TrainingOptions {
   // (a shard restarting) before giving up.
   absl::Duration unavailable_timeout = absl::Seconds(120);
   std::string name = "trainer";
+  // Local mode (the coordinator runs --consistency=local:H): the optimizer
+  // of the worker's own steps between pushes.
+  InnerAdamWOptions inner;
   // When the process started, for the join-to-first-push time.
   absl::Time process_start = absl::Now();
   // Called on the training thread after every step and every validation
@@ -173,7 +177,7 @@ class TrainingWorker {
   // Closes stream_ with gradient_scale_; on an error, gradient_ is scaled
   // for the whole push that follows.
   absl::StatusOr<PushResult> FinishStreamedPush(const std::function<void()>& after_sent);
-  // Pushes gradient_ (computed at base_versions_ for pending_unit_) and
+  // Pushes gradient_ (computed at base_versions_ for pending_units_) and
   // settles the unit, then pulls into the buffer the model does not read,
   // riding out a restarting shard up to unavailable_timeout.
   absl::Status Communicate(bool push);
@@ -189,10 +193,22 @@ class TrainingWorker {
   // Pushes gradient_, then settles the unit, alongside `alongside_settle`
   // if given; its status, or the push's error.
   absl::Status PushThen(const std::function<absl::Status()>& alongside_settle);
-  // Commits the pending unit to the coordinator once its last push was
-  // applied (or releases it when the push was dropped); coordinator errors
+  // Commits the pending units to the coordinator once their push was
+  // applied (or releases them when the push was dropped); coordinator errors
   // are left to the lease (the unit is re-issued).
   void SettleUnit(bool applied, const std::string& push_id);
+  // Local mode: applies the sealed gradient of `unit` to the weights the
+  // model reads with inner_, and adds the unit to the round (its first
+  // step keeps the weights and versions the round starts from).
+  void TakeLocalStep(const Unit& unit);
+  // Local mode: makes the round's change of weights (start minus now) the
+  // pending push, based on the round's start versions and settling its
+  // units, and puts the weights the round started from back, so that the
+  // buffer holds what its versions say.
+  void SealLocalRound();
+  // Local mode: SealLocalRound, then pushes (committing the round's units)
+  // and pulls the weights that hold the update.
+  absl::Status EndLocalRound();
   // "fresh": leases the next unit while the pull runs, so that the step
   // after it starts computing at once; errors leave it to NextUnit.
   void LeaseAhead();
@@ -208,6 +224,7 @@ class TrainingWorker {
   const TrainingOptions options_;
   const v1::DType wire_dtype_;
   const bool sync_;  // The coordinator runs --consistency=sync.
+  const uint32_t local_steps_;  // --consistency=local:H's H; 0 in other modes.
   bool fresh_ = false;  // The last push reply asked for compute on fresh weights.
 
   // The model's parameters are views of one of two weight buffers
@@ -232,9 +249,16 @@ class TrainingWorker {
   std::unique_ptr<BackwardPush> backward_push_;
   std::vector<uint64_t> base_versions_;  // Versions gradient_ was computed at.
   std::vector<uint64_t> push_versions_;  // PushResult::versions of the last push.
-  Unit pending_unit_;                    // The unit gradient_ trained.
+  // The units gradient_'s push settles: its unit, none for a ramp's first
+  // half, a round's in local mode.
+  std::vector<Unit> pending_units_;
   std::optional<Unit> leased_ahead_;     // LeaseAhead's unit, not trained yet.
-  bool pending_settles_ = true;          // Its push commits the unit (not a ramp step).
+  // Local mode: the round under way, its units, the weights and versions
+  // it started from, and the optimizer of its steps.
+  std::vector<Unit> round_units_;
+  std::vector<float> round_start_;
+  std::vector<uint64_t> round_versions_;
+  std::unique_ptr<InnerAdamW> inner_;
   int64_t units_committed_ = 0;
   absl::Time first_push_;
   double first_pull_s_ = -1, first_push_rpc_s_ = -1;

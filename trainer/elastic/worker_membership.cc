@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/unreachable_wait.h"
+#include "common/work_limits.h"
 #include "common/log.h"
 
 namespace spotps {
@@ -19,6 +20,17 @@ absl::StatusOr<std::unique_ptr<WorkerMembership>> WorkerMembership::Join(
   if (!registered.ok()) return registered.status();
   membership->worker_id_ = registered->worker_id();
   membership->consistency_ = registered->consistency();
+  membership->local_steps_ = registered->local_steps();
+  // An answer from the network: a round the trainer could never finish (or
+  // local mode without one) is refused here, not found out H units later.
+  if ((registered->consistency() == v1::CONSISTENCY_LOCAL) !=
+          (registered->local_steps() > 0) ||
+      registered->local_steps() > kMaxLocalSteps) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the coordinator at ", coordinator->address(), " runs consistency ",
+        v1::Consistency_Name(registered->consistency()), " with ", registered->local_steps(),
+        " local steps: local mode needs 1 to ", kMaxLocalSteps, ", the other modes none"));
+  }
   const absl::Duration every =
       absl::Milliseconds(std::max<uint64_t>(registered->lease_ms() / 3, 50));
   WorkerMembership* self = membership.get();

@@ -31,6 +31,8 @@ class WorkerMembership {
   uint64_t worker_id() const { return worker_id_.load(); }
   // How the coordinator paces workers, as it said at registration.
   v1::Consistency consistency() const { return consistency_; }
+  // Local mode: units per round (H); 0 in the other modes.
+  uint32_t local_steps() const { return local_steps_; }
   // Registers again now (after an RPC said NOT_FOUND).
   absl::Status Rejoin();
   void Leave();
@@ -45,6 +47,7 @@ class WorkerMembership {
   const uint64_t tokens_per_unit_;
   std::atomic<uint64_t> worker_id_{0};
   v1::Consistency consistency_ = v1::CONSISTENCY_ASYNC;  // Set by Join.
+  uint32_t local_steps_ = 0;                              // Set by Join.
   std::unique_ptr<BackgroundLoop> heartbeat_;  // Set by Join.
   bool left_ = false;
 };

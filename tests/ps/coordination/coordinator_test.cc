@@ -312,6 +312,41 @@ TEST(ConsistencyTest, ParsesModes) {
   EXPECT_EQ(ParseConsistency("ssp:-1").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseConsistency("ssp").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseConsistency("bsp").status().code(), absl::StatusCode::kInvalidArgument);
+  const Consistency local = *ParseConsistency("local:16");
+  EXPECT_EQ(local.mode, v1::CONSISTENCY_LOCAL);
+  EXPECT_EQ(local.local_steps, 16);
+  EXPECT_EQ(ConsistencyName(local), "local:16");
+  EXPECT_EQ(ParseConsistency("local:1")->local_steps, 1);
+  for (const char* bad : {"local:0", "local:-4", "local:", "local:x", "local:100001", "local"}) {
+    EXPECT_EQ(ParseConsistency(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+// Local mode: a worker's units stay with it for its whole round (their
+// gradient lands only at the round's end), and go back when it dies.
+TEST_F(CoordinatorTest, LocalModeKeepsUnitsWithALiveWorkerAndReissuesThemWhenItDies) {
+  Consistency local;
+  local.mode = v1::CONSISTENCY_LOCAL;
+  local.local_steps = 4;
+  auto c = Make(1, 8, local);
+  EXPECT_EQ(c->unit_lease(), absl::InfiniteDuration());
+  const uint64_t w = *c->Register("w"), other = *c->Register("other");
+  std::vector<WorkUnitDispatcher::Grant> round;
+  for (int i = 0; i < 4; ++i) round.push_back(*c->Acquire(w));
+  for (int i = 0; i < 20; ++i) {  // 100 s: far past any unit lease, not the worker's.
+    Advance(absl::Seconds(5));
+    ASSERT_TRUE(c->Heartbeat(w).ok());
+    ASSERT_TRUE(c->Heartbeat(other).ok());
+  }
+  EXPECT_EQ(c->Progress().epochs(0).reissued(), 0u);
+  for (const auto& g : round) EXPECT_FALSE(*c->Commit(w, g.epoch, g.index));
+  const uint64_t dies = *c->Register("dies");
+  for (int i = 0; i < 2; ++i) ASSERT_EQ(c->Acquire(dies)->outcome, WorkUnitDispatcher::Outcome::kUnit);
+  for (int i = 0; i < 3; ++i) {  // Its worker lease (10 s) runs out.
+    Advance(absl::Seconds(5));
+    ASSERT_TRUE(c->Heartbeat(other).ok());
+  }
+  EXPECT_EQ(c->Progress().epochs(0).reissued(), 2u);
 }
 
 }  // namespace

@@ -1,0 +1,151 @@
+// Local mode (--consistency=local:H) end to end: trainers take H steps with
+// their own AdamW and push the change of their weights once a round, which
+// the shards average and apply with their outer optimizer (Nesterov SGD).
+// Every unit is committed once, the shards see about units / H pushes, and
+// the loss falls. A trainer told to stop mid-round pushes the steps it took
+// and commits exactly those units; one killed mid-round gives its units
+// back to be re-issued whole.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <cmath>
+#include <iostream>
+#include <regex>
+
+#include "absl/strings/str_cat.h"
+#include "client/cluster.h"
+#include "common/atomic_file.h"
+#include "tests/support/generated_corpus.h"
+#include "tests/support/log_fields.h"
+#include "tests/support/training_job.h"
+
+namespace spotps {
+namespace {
+
+constexpr int kLocalSteps = 4;
+
+testing::JobOptions LocalJobOptions(int units, int local_steps) {
+  testing::JobOptions options;
+  options.epochs = 1;
+  options.units_per_epoch = units;
+  options.consistency = absl::StrCat("local:", local_steps);
+  options.batch = 4;
+  options.seq_len = 32;
+  options.trainer_flags = {"--log_every=4"};
+  options.default_optimizer = true;  // The outer optimizer local mode defaults to.
+  return options;
+}
+
+// The training losses a trainer logged ("step N loss X"), in order.
+std::vector<double> StepLosses(const std::string& log) {
+  std::vector<double> losses;
+  const std::regex re("\\] step [0-9]+ loss ([0-9.]+)");
+  for (std::sregex_iterator it(log.begin(), log.end(), re), end; it != end; ++it) {
+    losses.push_back(std::stod((*it)[1]));
+  }
+  return losses;
+}
+
+uint64_t PushesApplied(testing::TrainingJob& job, int shard) {
+  auto cluster = Cluster::Connect(job.shards().addresses());
+  if (!cluster.ok()) return 0;
+  auto stats = (*cluster)->Stats();
+  return stats.ok() ? (*stats)[shard].pushes_applied() : 0;
+}
+
+TEST(LocalStepsTest, TrainersPushOnceARoundCommitEveryUnitOnceAndTheLossFalls) {
+  constexpr int kUnits = 96;
+  testing::TempDir dir;
+  auto tokens = testing::MakeTokenFile(dir.path(), 8000);
+  ASSERT_TRUE(tokens.ok()) << tokens.status();
+  testing::TrainingJob job(dir.path() + "/job", *tokens, LocalJobOptions(kUnits, kLocalSteps));
+  ASSERT_TRUE(job.StartShards(/*durable=*/false).ok());
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(job.StartTrainer().ok());
+  auto done = job.WaitDone(absl::Seconds(240));
+  ASSERT_TRUE(done.ok()) << done.status() << testing::LogTails(job.dir());
+  EXPECT_EQ(done->epochs(0).committed(), static_cast<uint64_t>(kUnits));
+  EXPECT_EQ(done->epochs(0).duplicated(), 0u);
+  EXPECT_EQ(done->epochs(0).reissued(), 0u) << testing::LogTails(job.dir());
+  // One push a round; a round ends early only when no unit is left to lease.
+  const uint64_t pushes = PushesApplied(job, 1);
+  EXPECT_GE(pushes, static_cast<uint64_t>(kUnits / kLocalSteps));
+  EXPECT_LE(pushes, static_cast<uint64_t>(kUnits / kLocalSteps + 4)) << testing::LogTails(job.dir());
+  EXPECT_EQ(job.Shutdown(), 0) << testing::LogTails(job.dir());
+  int64_t trained = 0;
+  for (int t = 0; t < 2; ++t) {
+    auto log = ReadFile(absl::StrCat(job.dir(), "/trainer", t, ".log"));
+    ASSERT_TRUE(log.ok());
+    EXPECT_NE(log->find(absl::StrCat("local steps ", kLocalSteps)), std::string::npos) << *log;
+    trained += static_cast<int64_t>(testing::LogField(*log, "units"));
+    const std::vector<double> losses = StepLosses(*log);
+    ASSERT_GE(losses.size(), 3u) << *log;
+    EXPECT_LT(losses.back(), losses.front() - 0.5) << *log;
+  }
+  EXPECT_EQ(trained, kUnits);
+  auto shard_log = ReadFile(job.dir() + "/shard1.log");
+  ASSERT_TRUE(shard_log.ok());
+  EXPECT_NE(shard_log->find("optimizer=sgd(momentum=0.9,nesterov) lr=0.7 "), std::string::npos)
+      << *shard_log;
+  std::cout << "local: " << kUnits << " units in " << pushes << " pushes per shard (H="
+            << kLocalSteps << ")" << std::endl;
+}
+
+// Units trainer `name` committed so far, per the coordinator; -1 if unknown.
+int64_t CommittedBy(testing::TrainingJob& job, const std::string& name) {
+  auto p = job.Progress();
+  if (!p.ok()) return -1;
+  for (const auto& w : p->workers()) {
+    if (w.name() == name) return static_cast<int64_t>(w.units_committed());
+  }
+  return -1;
+}
+
+// Waits until trainer `name` has committed `units`, then a little longer:
+// its next round is under way (a round of kRoundSteps takes far longer).
+bool WaitIntoARound(testing::TrainingJob& job, const std::string& name, int64_t units) {
+  const absl::Time give_up = absl::Now() + absl::Seconds(120);
+  while (absl::Now() < give_up && CommittedBy(job, name) < units) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  absl::SleepFor(absl::Milliseconds(100));
+  return CommittedBy(job, name) >= units;
+}
+
+TEST(LocalStepsTest, AStoppedTrainerCommitsWhatItTrainedAndAKilledOneGivesItsRoundBack) {
+  constexpr int kUnits = 480, kRoundSteps = 32;
+  testing::TempDir dir;
+  auto tokens = testing::MakeTokenFile(dir.path(), 8000);
+  ASSERT_TRUE(tokens.ok()) << tokens.status();
+  testing::TrainingJob job(dir.path() + "/job", *tokens, LocalJobOptions(kUnits, kRoundSteps));
+  ASSERT_TRUE(job.StartShards(/*durable=*/false).ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(job.StartTrainer().ok());
+  // Each goes mid-round, after a round of its own.
+  ASSERT_TRUE(WaitIntoARound(job, "trainer-0", kRoundSteps)) << testing::LogTails(job.dir());
+  job.trainers()[0]->Signal(SIGTERM);
+  auto drained = job.trainers()[0]->Wait(absl::Seconds(60));
+  ASSERT_TRUE(drained.ok());
+  EXPECT_EQ(*drained, 0) << testing::LogTails(job.dir());
+  ASSERT_TRUE(WaitIntoARound(job, "trainer-1", kRoundSteps)) << testing::LogTails(job.dir());
+  job.trainers()[1]->Signal(SIGKILL);
+  auto done = job.WaitDone(absl::Seconds(240));
+  ASSERT_TRUE(done.ok()) << done.status() << testing::LogTails(job.dir());
+  EXPECT_EQ(done->epochs(0).committed(), static_cast<uint64_t>(kUnits));
+  EXPECT_EQ(done->epochs(0).duplicated(), 0u) << testing::LogTails(job.dir());
+  EXPECT_GE(done->epochs(0).reissued(), 1u) << "the killed trainer's round was not re-issued";
+  EXPECT_EQ(job.Shutdown(), 0) << testing::LogTails(job.dir());
+  auto stopped_log = ReadFile(job.dir() + "/trainer0.log");
+  ASSERT_TRUE(stopped_log.ok());
+  // The stopped trainer's last round was cut short and still committed.
+  const auto stopped = static_cast<int64_t>(testing::LogField(*stopped_log, "units"));
+  EXPECT_GT(stopped, kRoundSteps) << *stopped_log;
+  EXPECT_NE(stopped % kRoundSteps, 0) << "stopped between rounds, not in one: " << *stopped_log;
+  auto killed_log = ReadFile(job.dir() + "/trainer1.log");
+  ASSERT_TRUE(killed_log.ok());
+  EXPECT_EQ(testing::LogField(*killed_log, "units"), -1) << "the killed trainer wrote a summary";
+  std::cout << "local: the stopped trainer committed " << stopped << " units (rounds of "
+            << kRoundSteps << "), " << done->epochs(0).reissued()
+            << " re-issued after the kill" << std::endl;
+}
+
+}  // namespace
+}  // namespace spotps
