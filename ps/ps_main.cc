@@ -169,6 +169,7 @@ absl::StatusOr<spotps::ShardOptions> OptionsFromFlags() {
   o.staleness.dc_lambda = static_cast<float>(absl::GetFlag(FLAGS_dc_lambda));
   o.staleness.average_pushes = absl::GetFlag(FLAGS_average_pushes);
   o.staleness.average_wait_ms = absl::GetFlag(FLAGS_average_wait_ms);
+  o.staleness.share_of_k = local;
   o.staleness.warmup_steps_per_worker = absl::GetFlag(FLAGS_warmup_steps_per_worker);
   o.max_staleness = absl::GetFlag(FLAGS_max_staleness);
   o.sync_rounds = consistency->mode == spotps::v1::CONSISTENCY_SYNC;

@@ -637,6 +637,7 @@ bool ShardStore::WaitForAveragedUpdate(uint64_t update, absl::Time deadline) con
 void ShardStore::ApplyAverage(PushAverage::Batch batch) {
   const uint64_t step = global_step_.fetch_add(1);
   const double lr = schedule_.At(step);
+  const size_t k = AverageTarget();
   float* state[2] = {nullptr, nullptr};
   std::vector<float> mean;  // One partition at a time: stays in cache for the optimizer.
   for (uint32_t id = 0; id < batch.counts.size(); ++id) {
@@ -653,11 +654,15 @@ void ShardStore::ApplyAverage(PushAverage::Batch batch) {
     const uint64_t staleness = p.version > base ? p.version - base : 0;
     const StalenessStep how =
         PlanStalenessStep(staleness_, lr, ConfiguredMomentum(), View(staleness, step));
+    const float share = staleness_.share_of_k && count < k
+                            ? static_cast<float>(count) / static_cast<float>(k)
+                            : 1.0f;
     p.version += 1;
     for (const PushAverage::ElementRun& run : runs) {
       for (size_t s = 0; s < p.state.size(); ++s) state[s] = p.state[s].data() + run.begin;
       optimizer_.Apply(p.weights.data() + run.begin, state,
-                       GradientView{v1::DTYPE_FP32, mean.data() + run.begin}, run.end - run.begin,
+                       GradientView{v1::DTYPE_FP32, mean.data() + run.begin, share},
+                       run.end - run.begin,
                        static_cast<float>(how.lr), p.version, how.compensation, how.beta1);
     }
   }

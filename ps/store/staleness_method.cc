@@ -77,7 +77,8 @@ std::string DescribeStaleness(const StalenessConfig& config) {
   if (config.average) {
     const std::string k =
         config.average_pushes > 0 ? absl::StrCat(config.average_pushes) : std::string("live");
-    absl::StrAppend(&out, "+avg(k=", k, ",wait=", config.average_wait_ms, "ms)");
+    absl::StrAppend(&out, "+avg(k=", k, ",wait=", config.average_wait_ms, "ms",
+                    config.share_of_k ? ",sum/k)" : ")");
     if (config.fresh) absl::StrAppend(&out, "+fresh");
   }
   if (config.worker_warmup) {

@@ -10,9 +10,16 @@
 //   async:SPEC   async with --staleness_method=SPEC (e.g. none, dc+avg)
 //   ssp:S        bounded staleness
 //   sync         one averaged step per round of one gradient per trainer
+//   local:H      local steps: H inner AdamW steps (lr --lr) per push, the
+//                shard's default outer optimizer (Nesterov SGD, lr 0.7)
+// Each job also reports the bytes the shard moved (in and out) per token.
 // Last line: convergence: async_vs_sync=R wall_vs_sync=W, from the largest
 // configuration run (the `small` model with 4 trainers when requested):
 // R = async val loss / sync val loss, W = async wall time / sync wall time.
+// With local modes it is followed by `local: H=... bytes_ratio=B
+// loss_ratio=L` for the local mode of the lowest loss in that
+// configuration: B = async's bytes per token / its, L = its val loss /
+// async's.
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -42,12 +49,15 @@ ABSL_FLAG(std::string, models, "tiny", "Model presets, comma-separated (tiny,sma
 ABSL_FLAG(std::string, trainers, "4", "Trainer counts, comma-separated (2,4).");
 ABSL_FLAG(std::string, modes, "async,async_lr,async_dc,ssp:2,sync",
           "Modes, comma-separated: async, async_lr, async_dc, async:SPEC (any "
-          "--staleness_method), ssp:S, sync.");
+          "--staleness_method), ssp:S, sync, local:H.");
 ABSL_FLAG(int64_t, units, 160, "Token budget in work units (one trainer step each).");
 ABSL_FLAG(int64_t, batch, 16, "Sequences per step.");
 ABSL_FLAG(int64_t, seq_len, 128, "Tokens per sequence.");
-ABSL_FLAG(double, lr, 1e-3, "AdamW learning rate on the shard.");
+ABSL_FLAG(double, lr, 1e-3,
+          "AdamW learning rate on the shard (local modes: the trainers' inner AdamW's).");
 ABSL_FLAG(double, dc_lambda, 1.0, "async_dc's --dc_lambda.");
+ABSL_FLAG(double, outer_lr, 0.7,
+          "Local modes: the shard's outer learning rate (Nesterov SGD, momentum 0.9).");
 ABSL_FLAG(int64_t, eval_batches, 16, "Validation batches for the final loss.");
 ABSL_FLAG(std::string, data, "",
           "Token file (e.g. .cache/corpus/kjv.tokens); empty: a generated corpus.");
@@ -60,13 +70,19 @@ struct JobResult {
   double val_loss = 0;
   double wall_s = 0;
   double staleness = 0;
+  double bytes_per_token = 0;  // Pulled and pushed, as the shard counts them.
 };
 
 std::vector<std::string> ShardFlags(const std::string& mode, int64_t units) {
-  std::vector<std::string> f = {
-      "--optimizer=adamw",   absl::StrCat("--lr=", absl::GetFlag(FLAGS_lr)),
-      "--epochs=1",          absl::StrCat("--units_per_epoch=", units),
-      "--worker_lease_s=10", "--unit_lease_s=600"};
+  std::vector<std::string> f = {"--epochs=1", absl::StrCat("--units_per_epoch=", units),
+                                "--worker_lease_s=10", "--unit_lease_s=600"};
+  // Local modes keep the outer optimizer local mode defaults to, at
+  // --outer_lr; --lr is their trainers' inner one.
+  if (absl::StartsWith(mode, "local:")) {
+    f.push_back(absl::StrCat("--lr=", absl::GetFlag(FLAGS_outer_lr)));
+  } else {
+    f.insert(f.end(), {"--optimizer=adamw", absl::StrCat("--lr=", absl::GetFlag(FLAGS_lr))});
+  }
   if (mode == "async_lr") {
     f.insert(f.end(), {"--consistency=async", "--staleness_method=lr"});
   } else if (mode == "async_dc") {
@@ -117,7 +133,8 @@ absl::StatusOr<JobResult> RunJob(const std::string& model, int trainers, const s
          "--model=" + model, "--data=" + tokens,
          absl::StrCat("--batch=", absl::GetFlag(FLAGS_batch)),
          absl::StrCat("--seq_len=", absl::GetFlag(FLAGS_seq_len)), "--threads=1",
-         absl::StrCat("--worker_index=", i), "--log_every=0", "--eval_batches=0"},
+         absl::StrCat("--worker_index=", i), "--log_every=0", "--eval_batches=0",
+         absl::StrCat("--inner_lr=", absl::GetFlag(FLAGS_lr))},
         absl::StrCat(dir, "/trainer", i, ".log"));
     if (!t.ok()) return t.status();
     procs.push_back(*std::move(t));
@@ -134,10 +151,32 @@ absl::StatusOr<JobResult> RunJob(const std::string& model, int trainers, const s
     result.staleness += testing::LogField(log, "staleness") / trainers;
   }
   result.wall_s = absl::ToDoubleSeconds(absl::Now() - start);
+  auto cluster = Cluster::Connect((*shards)->addresses());
+  if (!cluster.ok()) return cluster.status();
+  auto stats = (*cluster)->Stats();
+  if (!stats.ok()) return stats.status();
+  const double tokens_trained =
+      static_cast<double>(units * absl::GetFlag(FLAGS_batch) * absl::GetFlag(FLAGS_seq_len));
+  result.bytes_per_token =
+      static_cast<double>((*stats)[0].bytes_in() + (*stats)[0].bytes_out()) / tokens_trained;
   auto loss = FinalValLoss((*shards)->addresses(), model, data);
   if (!loss.ok()) return loss.status();
   result.val_loss = *loss;
   return result;
+}
+
+// "local: H=... bytes_ratio=B loss_ratio=L" for the local mode of the
+// lowest loss among `results`, against `async`; "" without local modes.
+std::string LocalLine(const std::map<std::string, JobResult>& results, const JobResult& async) {
+  const std::pair<const std::string, JobResult>* best = nullptr;
+  for (const auto& entry : results) {
+    if (!absl::StartsWith(entry.first, "local:")) continue;
+    if (best == nullptr || entry.second.val_loss < best->second.val_loss) best = &entry;
+  }
+  if (best == nullptr) return "";
+  return absl::StrFormat("local: H=%s bytes_ratio=%.1f loss_ratio=%.3f", best->first.substr(6),
+                         async.bytes_per_token / best->second.bytes_per_token,
+                         best->second.val_loss / async.val_loss);
 }
 
 std::vector<std::string> List(const std::string& flag) {
@@ -163,10 +202,12 @@ int Run() {
               static_cast<long long>(units), static_cast<long long>(absl::GetFlag(FLAGS_batch)),
               static_cast<long long>(absl::GetFlag(FLAGS_seq_len)), absl::GetFlag(FLAGS_lr),
               tokens.c_str());
-  std::printf("\n| model | trainers | mode | val loss | vs sync | wall s | staleness |\n");
-  std::printf("|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "\n| model | trainers | mode | val loss | vs sync | wall s | staleness | bytes/token |\n");
+  std::printf("|---|---|---|---|---|---|---|---|\n");
   std::fflush(stdout);
   double ratio = -1, wall_ratio = -1;
+  std::string local_line;
   int job = 0;
   for (const std::string& model : List(absl::GetFlag(FLAGS_models))) {
     for (const std::string& count : List(absl::GetFlag(FLAGS_trainers))) {
@@ -187,8 +228,8 @@ int Run() {
         const std::string vs = sync == results.end()
                                    ? "-"
                                    : absl::StrFormat("%.3f", r.val_loss / sync->second.val_loss);
-        std::printf("| %s | %d | %s | %.4f | %s | %.1f | %.2f |\n", model.c_str(), trainers,
-                    mode.c_str(), r.val_loss, vs.c_str(), r.wall_s, r.staleness);
+        std::printf("| %s | %d | %s | %.4f | %s | %.1f | %.2f | %.0f |\n", model.c_str(), trainers,
+                    mode.c_str(), r.val_loss, vs.c_str(), r.wall_s, r.staleness, r.bytes_per_token);
       }
       std::fflush(stdout);
       const auto async = results.find("async");
@@ -196,9 +237,15 @@ int Run() {
         ratio = async->second.val_loss / sync->second.val_loss;
         wall_ratio = async->second.wall_s / sync->second.wall_s;
       }
+      if (async != results.end()) {
+        if (std::string line = LocalLine(results, async->second); !line.empty()) {
+          local_line = line;
+        }
+      }
     }
   }
   std::printf("\nconvergence: async_vs_sync=%.3f wall_vs_sync=%.3f\n", ratio, wall_ratio);
+  if (!local_line.empty()) std::printf("%s\n", local_line.c_str());
   return 0;
 }
 

@@ -120,6 +120,24 @@ TEST(AveragedPushesTest, TheBoundedWaitAppliesFewerAndLiveWorkersSetK) {
   EXPECT_FLOAT_EQ(w[0], 1.0f - 0.5f * 1.5f - 0.5f * 2.0f);
 }
 
+// Local mode (share_of_k): an update short of its k pushes moves the
+// weights by their sum / k; a full one by their mean, as without it.
+TEST(AveragedPushesTest, ShareOfKAppliesAShortUpdatesSumOverK) {
+  ShardOptions o = Sgd(0.5);
+  o.staleness.average = true;
+  o.staleness.share_of_k = true;
+  auto store = Store(o);
+  store->SetLiveWorkers(4);
+  ASSERT_TRUE(PushScaled(*store, "a", 1.0f, 0).ok());
+  ASSERT_TRUE(PushScaled(*store, "b", 2.0f, 0).ok());
+  EXPECT_TRUE(store->ApplyHeldOlderThan(absl::ZeroDuration()));
+  std::vector<float> w = Weights(*store);
+  EXPECT_FLOAT_EQ(w[1], 1.0f - 0.5f * (1.0f + 2.0f) * 2.0f / 4.0f);
+  for (const char* id : {"c", "d", "e", "f"}) ASSERT_TRUE(PushScaled(*store, id, 1.0f, 1).ok());
+  EXPECT_EQ(*store->Version(0), 2u);
+  EXPECT_FLOAT_EQ(Weights(*store)[1], w[1] - 0.5f * 2.0f);
+}
+
 // "fresh" builds on the update numbers: a push learns which averaged update
 // will hold it, and a waiter wakes exactly when that one is applied.
 TEST(AveragedPushesTest, EachPushLearnsItsUpdateAndCanWaitForIt) {
