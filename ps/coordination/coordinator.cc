@@ -277,6 +277,7 @@ v1::ProgressResponse Coordinator::Progress() {
   p.set_workers_expired(leases_.expired_total());
   p.set_consistency(options_.consistency.mode);
   p.set_ssp_bound(options_.consistency.ssp_bound);
+  p.set_local_steps(static_cast<uint32_t>(options_.consistency.local_steps));
   if (sync()) {
     p.set_sync_rounds_applied(rounds_applied_);
     p.set_sync_rounds_abandoned(rounds_abandoned_);

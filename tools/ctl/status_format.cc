@@ -138,11 +138,14 @@ std::string WorkersTable(const v1::ProgressResponse& p) {
   return FormatTable(rows);
 }
 
-// "async", "ssp:S" or "sync", as spotps-ps --consistency spells it.
+// "async", "ssp:S", "sync" or "local:H", as spotps-ps --consistency
+// spells it.
 std::string ConsistencyOf(const v1::ProgressResponse& p) {
   switch (p.consistency()) {
     case v1::CONSISTENCY_SSP:
       return absl::StrCat("ssp:", p.ssp_bound());
+    case v1::CONSISTENCY_LOCAL:
+      return absl::StrCat("local:", p.local_steps());
     case v1::CONSISTENCY_SYNC:
       return "sync";
     default:

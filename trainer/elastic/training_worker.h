@@ -16,6 +16,11 @@
 // step takes a unit of the open round, pulls the weights of that round,
 // computes, pushes (the shards hold the gradient) and commits the unit with
 // the push's id; the next unit comes once every live worker has done so.
+//
+// In local mode (--consistency=local:H) a worker trains H units in a row
+// with its own AdamW (InnerAdamW) on the weights it pulled, then pushes the
+// change of its weights and commits the round's units once it is applied;
+// a stop mid-round pushes and commits the units trained so far.
 #ifndef SPOTPS_TRAINER_ELASTIC_TRAINING_WORKER_H_
 #define SPOTPS_TRAINER_ELASTIC_TRAINING_WORKER_H_
 

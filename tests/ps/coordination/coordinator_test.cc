@@ -330,6 +330,8 @@ TEST_F(CoordinatorTest, LocalModeKeepsUnitsWithALiveWorkerAndReissuesThemWhenItD
   local.local_steps = 4;
   auto c = Make(1, 8, local);
   EXPECT_EQ(c->unit_lease(), absl::InfiniteDuration());
+  EXPECT_EQ(c->Progress().consistency(), v1::CONSISTENCY_LOCAL);
+  EXPECT_EQ(c->Progress().local_steps(), 4u);
   const uint64_t w = *c->Register("w"), other = *c->Register("other");
   std::vector<WorkUnitDispatcher::Grant> round;
   for (int i = 0; i < 4; ++i) round.push_back(*c->Acquire(w));

@@ -165,8 +165,7 @@ TEST_F(CtlTest, ThroughputCountsThePushesBetweenTwoSamples) {
   // count the client that trained them as live (10 s after its last push),
   // so each of this pusher's pushes waited out --average_wait_ms for it and
   // a 1 s sample often saw no update at all.
-  auto shards =
-      StartTrainedShards(2, {"--optimizer=sgd", "--lr=0.1", "--staleness_method=none"});
+  auto shards = StartTrainedShards(2, {"--optimizer=sgd", "--lr=0.1", "--staleness_method=none"});
   ASSERT_NE(shards, nullptr);
   std::atomic<bool> stop{false};
   std::atomic<int> pushes{0};
@@ -237,6 +236,15 @@ TEST_F(CtlTest, CommandsThatNeedACoordinatorFailWithoutOne) {
   const CtlResult wait = RunCtl({"--ps=" + shards->addresses(), "wait-done"});
   EXPECT_EQ(wait.exit_code, 1) << wait.output;
   EXPECT_TRUE(absl::StrContains(wait.output, "hosts no coordinator")) << wait.output;
+}
+
+TEST_F(CtlTest, StatusNamesLocalModeWithItsSteps) {
+  auto shards =
+      StartTrainedShards(1, {"--consistency=local:8", "--epochs=1", "--units_per_epoch=4"});
+  ASSERT_NE(shards, nullptr);
+  const CtlResult r = RunCtl({"--ps=" + shards->addresses(), "--sample_s=0", "status"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "consistency=local:8")) << r.output;
 }
 
 // One shard that hosts a coordinator for 1 epoch of kUnits units, with one
