@@ -136,8 +136,8 @@ absl::StatusOr<spotps::ShardOptions> OptionsFromFlags() {
       spotps::ParseConsistency(absl::GetFlag(FLAGS_consistency));
   if (!consistency.ok()) return consistency.status();
   const bool local = consistency->mode == spotps::v1::CONSISTENCY_LOCAL;
-  absl::StatusOr<spotps::OptimizerKind> kind = spotps::ParseOptimizerKind(
-      FlagOrLocalDefault(FLAGS_optimizer, local, std::string("sgd")));
+  absl::StatusOr<spotps::OptimizerKind> kind =
+      spotps::ParseOptimizerKind(FlagOrLocalDefault(FLAGS_optimizer, local, std::string("sgd")));
   if (!kind.ok()) return kind.status();
   o.optimizer.kind = *kind;
   o.optimizer.weight_decay = static_cast<float>(absl::GetFlag(FLAGS_weight_decay));
@@ -439,8 +439,8 @@ int main(int argc, char** argv) {
       "spotps-ps: shard %u/%u listening on port %d (optimizer=%s lr=%g schedule=%s "
       "staleness_method=%s), ready %.0f ms after start\n",
       options->shard_index, options->num_shards, port,
-      spotps::DescribeOptimizer(options->optimizer).c_str(),
-      options->schedule.base_lr, absl::GetFlag(FLAGS_lr_schedule).c_str(),
+      spotps::DescribeOptimizer(options->optimizer).c_str(), options->schedule.base_lr,
+      absl::GetFlag(FLAGS_lr_schedule).c_str(),
       spotps::DescribeStaleness((*store)->staleness()).c_str(),
       absl::ToDoubleMilliseconds(absl::Now() - process_start));
   if (*coordinator != nullptr) {

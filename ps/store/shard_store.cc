@@ -662,8 +662,8 @@ void ShardStore::ApplyAverage(PushAverage::Batch batch) {
       for (size_t s = 0; s < p.state.size(); ++s) state[s] = p.state[s].data() + run.begin;
       optimizer_.Apply(p.weights.data() + run.begin, state,
                        GradientView{v1::DTYPE_FP32, mean.data() + run.begin, share},
-                       run.end - run.begin,
-                       static_cast<float>(how.lr), p.version, how.compensation, how.beta1);
+                       run.end - run.begin, static_cast<float>(how.lr), p.version, how.compensation,
+                       how.beta1);
     }
   }
   pushes_applied_.fetch_add(batch.push_ids.size(), std::memory_order_relaxed);

@@ -21,7 +21,8 @@ void InnerAdamW::Step(absl::Span<float> weights, absl::Span<const float> gradien
     const float g = gradient[i];
     m_[i] = o.beta1 * m_[i] + (1.0f - o.beta1) * g;
     v_[i] = o.beta2 * v_[i] + (1.0f - o.beta2) * g * g;
-    weights[i] = weights[i] * decay - step_size * m_[i] / (std::sqrt(v_[i]) / sqrt_correction2 + o.eps);
+    weights[i] =
+        weights[i] * decay - step_size * m_[i] / (std::sqrt(v_[i]) / sqrt_correction2 + o.eps);
   }
 }
 

@@ -343,7 +343,9 @@ TEST_F(CoordinatorTest, LocalModeKeepsUnitsWithALiveWorkerAndReissuesThemWhenItD
   EXPECT_EQ(c->Progress().epochs(0).reissued(), 0u);
   for (const auto& g : round) EXPECT_FALSE(*c->Commit(w, g.epoch, g.index));
   const uint64_t dies = *c->Register("dies");
-  for (int i = 0; i < 2; ++i) ASSERT_EQ(c->Acquire(dies)->outcome, WorkUnitDispatcher::Outcome::kUnit);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(c->Acquire(dies)->outcome, WorkUnitDispatcher::Outcome::kUnit);
+  }
   for (int i = 0; i < 3; ++i) {  // Its worker lease (10 s) runs out.
     Advance(absl::Seconds(5));
     ASSERT_TRUE(c->Heartbeat(other).ok());

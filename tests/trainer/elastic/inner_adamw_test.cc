@@ -21,18 +21,16 @@ TEST(InnerAdamWTest, MatchesTorchAdamWStepForStep) {
   std::vector<float> weights(reference.data_ptr<float>(), reference.data_ptr<float>() + kElements);
   const std::vector<float> initial = weights;
   reference.set_requires_grad(true);
-  torch::optim::AdamW torch_adamw(
-      {reference}, torch::optim::AdamWOptions(options.lr)
-                       .betas({options.beta1, options.beta2})
-                       .eps(options.eps)
-                       .weight_decay(options.weight_decay));
+  torch::optim::AdamW torch_adamw({reference}, torch::optim::AdamWOptions(options.lr)
+                                                   .betas({options.beta1, options.beta2})
+                                                   .eps(options.eps)
+                                                   .weight_decay(options.weight_decay));
   InnerAdamW mine(kElements, options);
   for (int step = 0; step < kSteps; ++step) {
     torch::Tensor gradient = torch::randn({kElements}) * (step + 1);
     reference.mutable_grad() = gradient.clone();
     torch_adamw.step();
-    mine.Step(absl::MakeSpan(weights),
-              absl::MakeConstSpan(gradient.data_ptr<float>(), kElements));
+    mine.Step(absl::MakeSpan(weights), absl::MakeConstSpan(gradient.data_ptr<float>(), kElements));
   }
   EXPECT_EQ(mine.steps(), kSteps);
   const float* expected = reference.data_ptr<float>();

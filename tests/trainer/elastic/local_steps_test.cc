@@ -69,7 +69,8 @@ TEST(LocalStepsTest, TrainersPushOnceARoundCommitEveryUnitOnceAndTheLossFalls) {
   // One push a round; a round ends early only when no unit is left to lease.
   const uint64_t pushes = PushesApplied(job, 1);
   EXPECT_GE(pushes, static_cast<uint64_t>(kUnits / kLocalSteps));
-  EXPECT_LE(pushes, static_cast<uint64_t>(kUnits / kLocalSteps + 4)) << testing::LogTails(job.dir());
+  EXPECT_LE(pushes, static_cast<uint64_t>(kUnits / kLocalSteps + 4))
+      << testing::LogTails(job.dir());
   EXPECT_EQ(job.Shutdown(), 0) << testing::LogTails(job.dir());
   int64_t trained = 0;
   for (int t = 0; t < 2; ++t) {
@@ -86,8 +87,8 @@ TEST(LocalStepsTest, TrainersPushOnceARoundCommitEveryUnitOnceAndTheLossFalls) {
   ASSERT_TRUE(shard_log.ok());
   EXPECT_NE(shard_log->find("optimizer=sgd(momentum=0.9,nesterov) lr=0.7 "), std::string::npos)
       << *shard_log;
-  std::cout << "local: " << kUnits << " units in " << pushes << " pushes per shard (H="
-            << kLocalSteps << ")" << std::endl;
+  std::cout << "local: " << kUnits << " units in " << pushes
+            << " pushes per shard (H=" << kLocalSteps << ")" << std::endl;
 }
 
 // Units trainer `name` committed so far, per the coordinator; -1 if unknown.
@@ -143,8 +144,8 @@ TEST(LocalStepsTest, AStoppedTrainerCommitsWhatItTrainedAndAKilledOneGivesItsRou
   ASSERT_TRUE(killed_log.ok());
   EXPECT_EQ(testing::LogField(*killed_log, "units"), -1) << "the killed trainer wrote a summary";
   std::cout << "local: the stopped trainer committed " << stopped << " units (rounds of "
-            << kRoundSteps << "), " << done->epochs(0).reissued()
-            << " re-issued after the kill" << std::endl;
+            << kRoundSteps << "), " << done->epochs(0).reissued() << " re-issued after the kill"
+            << std::endl;
 }
 
 }  // namespace

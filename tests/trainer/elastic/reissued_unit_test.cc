@@ -41,8 +41,8 @@ absl::StatusOr<std::string> PushAndDie(testing::TrainingJob& job) {
   }
   const std::string push_id = UnitPushId(unit->unit().push_key(), 0, kBatch);
   if (push_id.empty()) {
-    return absl::InternalError(absl::StrCat("unit without a usable push key: ",
-                                            unit->unit().DebugString()));
+    return absl::InternalError(
+        absl::StrCat("unit without a usable push key: ", unit->unit().DebugString()));
   }
   auto cluster = Cluster::Connect(job.shards().addresses());
   if (!cluster.ok()) return cluster.status();
@@ -111,8 +111,8 @@ TEST(ReissuedUnitTest, ABatchWhoseLesseeDiedAfterItsPushIsAppliedOnceOnEveryShar
   ASSERT_TRUE(log.ok());
   // The trainer committed the re-issued unit: the dead lessee never did.
   EXPECT_EQ(testing::LogField(*log, "units"), kUnits) << *log;
-  std::cout << "reissued: unit pushed under " << *push_id << ", applied once on "
-            << stats->size() << " shards" << std::endl;
+  std::cout << "reissued: unit pushed under " << *push_id << ", applied once on " << stats->size()
+            << " shards" << std::endl;
 }
 
 }  // namespace
