@@ -17,6 +17,7 @@
 #include "client/unreachable_wait.h"
 #include "common/chunk_frame.h"
 #include "common/fan_out_pool.h"
+#include "common/int8_blocks.h"
 #include "common/rpc_retry.h"
 #include "common/tensor_codec.h"
 #include "common/transport_args.h"
@@ -79,34 +80,44 @@ bool WriteChunks(grpc::ClientWriter<Request>* writer, Request first,
 bool WritePushFrames(grpc::ClientWriter<grpc::ByteBuffer>* writer, const v1::PushRequest& header,
                      const std::vector<ChunkSource>& sources, v1::DType dtype,
                      int64_t message_bytes) {
-  const int64_t width = static_cast<int64_t>(WireBytesPerElement(dtype));
-  const int64_t per_message = std::max(kMinStreamMessageBytes, message_bytes) / width;
+  const bool int8 = dtype == v1::DTYPE_INT8;
+  // Elements per message; an int8 element takes about a byte.
+  const int64_t per_message = std::max(kMinStreamMessageBytes, message_bytes) /
+                              (int8 ? 1 : static_cast<int64_t>(WireBytesPerElement(dtype)));
   std::string fields = header.SerializeAsString();
   std::vector<ChunkHeader> chunks;
   std::vector<const float*> values;
+  std::vector<int64_t> counts;
   int64_t pending = 0;
   auto send = [&] {
     ChunkFrameWriter frame(fields, kPushChunksField, chunks);
     for (size_t c = 0; c < chunks.size(); ++c) {
-      EncodeFp32(values[c], static_cast<int64_t>(chunks[c].payload_bytes) / width, dtype,
-                 frame.payload(c));
+      EncodePayload(values[c], chunks[c].offset, counts[c], dtype, frame.payload(c));
     }
     fields.clear();
     chunks.clear();
     values.clear();
+    counts.clear();
     pending = 0;
     return writer->Write(frame.Take());
   };
   bool header_sent = false;
   for (const ChunkSource& src : sources) {
     for (int64_t done = 0; done < src.num_elements;) {
-      const int64_t n = std::min(per_message - pending, src.num_elements - done);
-      chunks.push_back(ChunkHeader{src.partition_id, static_cast<uint64_t>(src.offset + done),
-                                   src.version, static_cast<size_t>(n * width)});
-      values.push_back(src.values + done);
-      done += n;
-      pending += n;
-      if (pending == per_message) {
+      int64_t n = std::min(per_message - pending, src.num_elements - done);
+      const uint64_t offset = static_cast<uint64_t>(src.offset + done);
+      // An int8 chunk that stops inside its source stops at a block border,
+      // so that every block goes out under one scale (int8_blocks.h).
+      if (int8 && n < src.num_elements - done) n -= static_cast<int64_t>((offset + n) % kInt8BlockElements);
+      if (n > 0) {
+        chunks.push_back(ChunkHeader{src.partition_id, offset, src.version,
+                                     PayloadBytes(dtype, offset, n)});
+        values.push_back(src.values + done);
+        counts.push_back(n);
+        done += n;
+        pending += n;
+      }
+      if (n <= 0 || pending == per_message) {
         if (!send()) return false;
         header_sent = true;
       }
@@ -549,7 +560,7 @@ absl::StatusOr<PushResult> Cluster::Impl::PushTensors(
 absl::StatusOr<PushResult> Cluster::Impl::PushSpans(const std::vector<FlatSpan>& spans,
                                                     absl::Span<const uint64_t> base_versions,
                                                     v1::DType wire_dtype, std::string push_id) {
-  if (!IsValidWireDType(wire_dtype)) return absl::InvalidArgumentError("Push: bad wire dtype");
+  if (!IsValidPushDType(wire_dtype)) return absl::InvalidArgumentError("Push: bad wire dtype");
   if (base_versions.size() != map_.partitions().size()) {
     return absl::InvalidArgumentError(absl::StrFormat("Push: %d base versions for %d partitions",
                                                       base_versions.size(),
@@ -565,7 +576,6 @@ absl::StatusOr<PushResult> Cluster::Impl::PushSpans(const std::vector<FlatSpan>&
                                   r.num_elements, base_versions[r.partition_id]});
     }
   }
-  const int64_t width = static_cast<int64_t>(WireBytesPerElement(wire_dtype));
   const std::string worker_id = WorkerId();
   std::vector<ShardPushReply> replies(shards_.size());
   absl::Status s = ForEachShard([&](size_t i) {
@@ -574,7 +584,7 @@ absl::StatusOr<PushResult> Cluster::Impl::PushSpans(const std::vector<FlatSpan>&
     std::map<uint32_t, int64_t> announced;
     for (const ChunkSource& src : sources[i]) {
       announced[src.partition_id] += src.num_elements;
-      replies[i].bytes += src.num_elements * width;
+      replies[i].bytes += static_cast<int64_t>(PayloadBytes(wire_dtype, src.offset, src.num_elements));
     }
     const v1::PushRequest header = PushHeader(push_id, wire_dtype, worker_id, announced);
     return CallWithRetry(i, "Push", [&](grpc::ClientContext* ctx) {

@@ -196,11 +196,15 @@ class Cluster {
   // push_id gets a fresh one; pass the same id to retry by hand. Each shard
   // applies its part whole or not at all; on an error some shards may have
   // applied their part (retry with the same id: those report duplicate).
+  // wire_dtype may also be DTYPE_INT8 (blockwise, common/int8_blocks.h):
+  // each partition goes out in chunks cut at its 256-element blocks, so
+  // the shards get exactly RoundTripInt8Blocks of each partition's values.
   absl::StatusOr<PushResult> Push(absl::Span<const float> gradient,
                                   absl::Span<const uint64_t> base_versions, v1::DType wire_dtype,
                                   std::string push_id = {});
   // Opens a push of the whole flat space whose partitions the caller sends
-  // as they become ready (GradientStream). Same arguments as Push.
+  // as they become ready (GradientStream). Same arguments as Push, but
+  // FP32 or BF16 only.
   absl::StatusOr<std::unique_ptr<GradientStream>> StartPush(
       absl::Span<const uint64_t> base_versions, v1::DType wire_dtype, std::string push_id = {});
   // Pushes gradients for named tensors only; the shard applies the optimizer

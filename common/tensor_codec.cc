@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "absl/strings/str_format.h"
+#include "common/int8_blocks.h"
 #include "common/onednn_engine.h"
 
 namespace spotps {
@@ -78,6 +79,21 @@ size_t WireBytesPerElement(v1::DType dtype) {
 }
 
 bool IsValidWireDType(int dtype) { return dtype == v1::DTYPE_FP32 || dtype == v1::DTYPE_BF16; }
+
+bool IsValidPushDType(int dtype) { return IsValidWireDType(dtype) || dtype == v1::DTYPE_INT8; }
+
+size_t PayloadBytes(v1::DType dtype, uint64_t offset, int64_t n) {
+  if (dtype == v1::DTYPE_INT8) return Int8PayloadBytes(offset, n);
+  return static_cast<size_t>(n) * WireBytesPerElement(dtype);
+}
+
+void EncodePayload(const float* src, uint64_t offset, int64_t n, v1::DType dtype, char* dst) {
+  if (dtype == v1::DTYPE_INT8) {
+    EncodeInt8Blocks(src, offset, n, dst);
+  } else {
+    EncodeFp32(src, n, dtype, dst);
+  }
+}
 
 uint16_t FloatToBf16(float f) {
   uint32_t bits;

@@ -16,9 +16,19 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 
 namespace spotps {
 
-// Bytes per element of a wire dtype; 0 for DTYPE_UNSPECIFIED or unknown values.
+// Bytes per element of a wire dtype; 0 for DTYPE_UNSPECIFIED, unknown values
+// and DTYPE_INT8, whose size depends on where its elements lie.
 size_t WireBytesPerElement(v1::DType dtype);
+// FP32 or BF16: what pulls, pushes and inits may carry.
 bool IsValidWireDType(int dtype);
+// The wire dtypes plus DTYPE_INT8: what pushes may carry.
+bool IsValidPushDType(int dtype);
+
+// Bytes of the payload of n elements starting `offset` elements into their
+// partition, in a push dtype.
+size_t PayloadBytes(v1::DType dtype, uint64_t offset, int64_t n);
+// Writes that payload of src[0, n) to dst (PayloadBytes long).
+void EncodePayload(const float* src, uint64_t offset, int64_t n, v1::DType dtype, char* dst);
 
 // BF16 is the top half of an FP32; conversion rounds to nearest even.
 inline float Bf16ToFloat(uint16_t h) {

@@ -45,6 +45,15 @@ StreamLimits LimitsFor(const char* what, int64_t payload_bytes, const char* payl
   return limits;
 }
 
+// The most payload bytes a push of `elements` in `dtype` carries: int8
+// adds a scale per block and one per chunk that starts inside a block
+// (chunks are bounded by the messages and the runs); twice the elements
+// leaves room for those.
+int64_t PushPayloadBound(v1::DType dtype, int64_t elements, int64_t runs) {
+  if (dtype != v1::DTYPE_INT8) return elements * static_cast<int64_t>(WireBytesPerElement(dtype));
+  return 2 * elements + 4 * (runs + 2);
+}
+
 // Reads the first message of a client stream; says why there is none.
 template <typename Request>
 grpc::Status ReadFirst(grpc::ServerContext* context, grpc::ServerReader<Request>* reader,
@@ -364,10 +373,9 @@ grpc::Status ParameterServerService::ServePush(grpc::ServerContext* context,
                         max_chunks));
   }
   const v1::DType dtype = header.dtype();
-  const size_t width = WireBytesPerElement(dtype);
-  if (width == 0) {
+  if (!IsValidPushDType(dtype)) {
     return InvalidArgument(absl::StrFormat(
-        "unsupported gradient dtype %d (expected DTYPE_FP32 or DTYPE_BF16)", dtype));
+        "unsupported gradient dtype %d (expected DTYPE_FP32, DTYPE_BF16 or DTYPE_INT8)", dtype));
   }
   // The announcement, checked against this shard's own partitions, bounds
   // the stream and is what the chunks must cover exactly.
@@ -381,9 +389,10 @@ grpc::Status ParameterServerService::ServePush(grpc::ServerContext* context,
   }
   if (absl::Status s = store_->CheckAnnounced(announced); !s.ok()) return ToGrpcStatus(s);
   for (const auto& [id, n] : announced) announced_elements += static_cast<int64_t>(n);
-  const StreamLimits limits = LimitsFor(
-      "push", announced_elements * static_cast<int64_t>(width), "its first message announced",
-      static_cast<int64_t>(store_->layout().tensors().size() + announced.size()));
+  const int64_t runs = static_cast<int64_t>(store_->layout().tensors().size() + announced.size());
+  const StreamLimits limits =
+      LimitsFor("push", PushPayloadBound(dtype, announced_elements, runs),
+                "its first message announced", runs);
   const std::string push_id = header.push_id();
   if (header.worker_id().size() > kMaxWorkerIdBytes) {
     return InvalidArgument(absl::StrFormat("push's worker_id has %d bytes, more than %d",
@@ -409,7 +418,9 @@ grpc::Status ParameterServerService::ServePush(grpc::ServerContext* context,
         !s.ok()) {
       return s;
     }
-    for (const ChunkView& chunk : frame.chunks()) staging.Add(chunk);
+    for (const ChunkView& chunk : frame.chunks()) {
+      if (absl::Status s = staging.Add(chunk); !s.ok()) return ToGrpcStatus(s);
+    }
     // Read() returns false at the stream's end and when the call was
     // cancelled, expired or lost its connection; a message that does not
     // parse ends the stream too, as protobuf's reader did.
@@ -422,13 +433,14 @@ grpc::Status ParameterServerService::ServePush(grpc::ServerContext* context,
     return Cancelled("push");
   }
   const absl::Time apply_start = absl::Now();
-  absl::StatusOr<PushOutcome> outcome = store_->Push(
-      push_id, dtype, staging.ranges(), &announced, gradient_scale == 0.0f ? 1.0f : gradient_scale);
+  absl::StatusOr<PushOutcome> outcome =
+      store_->Push(push_id, staging.staged_dtype(), staging.ranges(), &announced,
+                   gradient_scale == 0.0f ? 1.0f : gradient_scale);
   *apply = absl::Now() - apply_start;
   if (!outcome.ok()) return ToGrpcStatus(outcome.status());
   // Counted only once accepted: a refused push changes no counter but the
   // store's rejection counts.
-  store_->CountPushBytes(announced_elements * static_cast<int64_t>(width));
+  store_->CountPushBytes(payload_bytes);
   if (!outcome->duplicate) pushers_.Record(header.worker_id(), absl::Now());
   if (outcome->averaged_later && store_->staleness().fresh) AwaitFreshWeights(*context, &*outcome);
   if (!outcome->duplicate && !outcome->deferred) updates_.Notify();

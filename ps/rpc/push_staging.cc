@@ -4,6 +4,8 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/str_format.h"
+#include "common/int8_blocks.h"
 #include "common/tensor_codec.h"
 #include "ps/store/optimizer.h"
 
@@ -50,8 +52,10 @@ size_t StagingPool::idle_bytes() const {
 }
 
 PushStaging::PushStaging(StagingPool* pool, const AnnouncedElements& announced, v1::DType dtype)
-    : pool_(pool), dtype_(dtype) {
-  const size_t width = WireBytesPerElement(dtype);
+    : pool_(pool),
+      dtype_(dtype),
+      staged_dtype_(dtype == v1::DTYPE_INT8 ? v1::DTYPE_FP32 : dtype) {
+  const size_t width = WireBytesPerElement(staged_dtype_);
   for (const auto& [id, n] : announced) regions_[id].capacity = n * width;
 }
 
@@ -59,21 +63,46 @@ PushStaging::~PushStaging() {
   for (auto& [id, region] : regions_) pool_->Give(std::move(region.block));
 }
 
-void PushStaging::Add(const ChunkView& chunk) {
+absl::Status PushStaging::Add(const ChunkView& chunk) {
+  if (dtype_ == v1::DTYPE_INT8) return AddInt8(chunk);
   const size_t bytes = chunk.payload_bytes;
-  auto it = regions_.find(chunk.partition_id);
-  char* dst;
-  if (it != regions_.end() && bytes <= it->second.capacity - it->second.used) {
-    Region& r = it->second;
-    if (r.block.data == nullptr) r.block = pool_->Take(r.capacity);
-    dst = r.block.data.get() + r.used;
-    r.used += bytes;
-  } else {
-    dst = strays_.emplace_back(bytes, '\0').data();
-  }
+  char* dst = Reserve(chunk.partition_id, bytes);
   const bool within = CopyAndCheck(chunk, dst);
   ranges_.push_back(PayloadRange{chunk.partition_id, chunk.offset, absl::string_view(dst, bytes),
                                  chunk.version, within});
+  return absl::OkStatus();
+}
+
+char* PushStaging::Reserve(uint32_t partition_id, size_t bytes) {
+  auto it = regions_.find(partition_id);
+  if (it == regions_.end() || bytes > it->second.capacity - it->second.used) {
+    return strays_.emplace_back(bytes, '\0').data();
+  }
+  Region& r = it->second;
+  if (r.block.data == nullptr) r.block = pool_->Take(r.capacity);
+  char* dst = r.block.data.get() + r.used;
+  r.used += bytes;
+  return dst;
+}
+
+absl::Status PushStaging::AddInt8(const ChunkView& chunk) {
+  auto refuse = [&chunk](const absl::Status& s) {
+    return absl::InvalidArgumentError(absl::StrFormat("push chunk of partition %d: %s",
+                                                      chunk.partition_id, s.message()));
+  };
+  absl::StatusOr<int64_t> n = Int8PayloadElements(chunk.offset, chunk.payload_bytes);
+  if (!n.ok()) return refuse(n.status());
+  int8_payload_.resize(chunk.payload_bytes);
+  chunk.CopyPayload(int8_payload_.data());
+  const size_t bytes = static_cast<size_t>(*n) * sizeof(float);
+  char* dst = Reserve(chunk.partition_id, bytes);
+  // A scale within kMaxGradientMagnitude / 127 bounds every element.
+  absl::Status decoded = DecodeInt8Blocks(int8_payload_, chunk.offset, *n, kMaxGradientMagnitude,
+                                          reinterpret_cast<float*>(dst));
+  if (!decoded.ok()) return refuse(decoded);
+  ranges_.push_back(PayloadRange{chunk.partition_id, chunk.offset, absl::string_view(dst, bytes),
+                                 chunk.version, /*within_gradient_bound=*/true});
+  return absl::OkStatus();
 }
 
 bool PushStaging::CopyAndCheck(const ChunkView& chunk, char* dst) const {

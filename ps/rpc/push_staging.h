@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "common/chunk_frame.h"
 #include "ps/store/payload_range.h"
@@ -57,14 +58,18 @@ class StagingPool {
 // back to the pool on destruction.
 class PushStaging {
  public:
-  // `dtype`: the push's wire dtype (FP32 or BF16).
+  // `dtype`: the push's wire dtype (FP32, BF16 or INT8).
   PushStaging(StagingPool* pool, const AnnouncedElements& announced, v1::DType dtype);
   ~PushStaging();
   PushStaging(const PushStaging&) = delete;
   PushStaging& operator=(const PushStaging&) = delete;
 
-  void Add(const ChunkView& chunk);
+  // INVALID_ARGUMENT, naming the partition, for an int8 chunk that does
+  // not decode (common/int8_blocks.h); the push is then to be refused.
+  absl::Status Add(const ChunkView& chunk);
   const std::vector<PayloadRange>& ranges() const { return ranges_; }
+  // The dtype of the staged ranges: FP32 for an int8 push.
+  v1::DType staged_dtype() const { return staged_dtype_; }
 
  private:
   struct Region {
@@ -76,9 +81,14 @@ class PushStaging {
   // Copies the chunk's payload to dst; true if every element is within the
   // gradient bound.
   bool CopyAndCheck(const ChunkView& chunk, char* dst) const;
+  // Where `bytes` staged bytes of the chunk's partition go.
+  char* Reserve(uint32_t partition_id, size_t bytes);
+  absl::Status AddInt8(const ChunkView& chunk);
 
   StagingPool* const pool_;
   const v1::DType dtype_;
+  const v1::DType staged_dtype_;
+  std::string int8_payload_;  // An int8 chunk's payload, made contiguous.
   std::map<uint32_t, Region> regions_;
   std::deque<std::string> strays_;  // Chunks no region takes.
   std::vector<PayloadRange> ranges_;

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
+#include "common/int8_blocks.h"
 #include "common/model_layout.h"
 #include "common/partition_map.h"
 #include "common/tensor_codec.h"
@@ -34,6 +35,12 @@ int Main(const std::string& root) {
   const std::vector<float> some = {0.5f, -1.25f, 3e-3f, 1e10f, -0.0f, 7.0f};
   Put(root + "/tensor_codec", "fp32", std::string(1, '\0') + Floats(some, v1::DTYPE_FP32));
   Put(root + "/tensor_codec", "bf16", std::string(1, '\1') + Floats(some, v1::DTYPE_BF16));
+  // Bit 1 of the first byte picks the int8 decoder, the rest the offset (0).
+  std::vector<float> many(300);
+  for (size_t i = 0; i < many.size(); ++i) many[i] = some[i % some.size()] / (1 + i);
+  std::string int8(Int8PayloadBytes(0, 300), '\0');
+  EncodeInt8Blocks(many.data(), 0, 300, int8.data());
+  Put(root + "/tensor_codec", "int8", std::string(1, '\2') + int8);
 
   const ModelLayout layout = *ModelLayout::Create({{"w", {128, 40}}, {"b", {40}}});
   Put(root + "/model_layout", "two_tensors",

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <cmath>
+#include <cstring>
 #include <fstream>
 #include <string>
 
@@ -14,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/atomic_file.h"
+#include "common/int8_blocks.h"
 #include "common/partition_map.h"
 #include "common/tensor_codec.h"
 #include "common/transport_args.h"
@@ -116,6 +119,37 @@ class HostilePushTest : public ::testing::Test {
     c->set_offset(offset);
     const std::vector<float> values(n, value);
     AppendEncoded(values.data(), values.size(), v1::DTYPE_FP32, c->mutable_data());
+  }
+
+  // An int8 chunk of partition `id`: `values` at `offset`.
+  static void AddInt8Chunk(google::protobuf::RepeatedPtrField<v1::PartitionChunk>* chunks,
+                           uint32_t id, int64_t offset, const std::vector<float>& values) {
+    v1::PartitionChunk* c = chunks->Add();
+    c->set_partition_id(id);
+    c->set_offset(offset);
+    const int64_t n = static_cast<int64_t>(values.size());
+    c->mutable_data()->resize(Int8PayloadBytes(offset, n));
+    EncodeInt8Blocks(values.data(), offset, n, c->mutable_data()->data());
+  }
+  // A whole int8 push of partition 0 in two messages, split at element
+  // `split` (not a block border, so one block goes out as two pieces).
+  std::vector<v1::PushRequest> Int8Push(const std::string& push_id, const std::vector<float>& g,
+                                        int64_t split) {
+    std::vector<v1::PushRequest> messages(2);
+    messages[0].set_push_id(push_id);
+    messages[0].set_dtype(v1::DTYPE_INT8);
+    v1::PartitionCount* count = messages[0].add_announced();
+    count->set_partition_id(0);
+    count->set_num_elements(n_);
+    AddInt8Chunk(messages[0].mutable_chunks(), 0, 0, {g.begin(), g.begin() + split});
+    AddInt8Chunk(messages[1].mutable_chunks(), 0, split, {g.begin() + split, g.end()});
+    return messages;
+  }
+  // Gradient values of mixed sizes, so that blocks get different scales.
+  std::vector<float> Int8Gradient() const {
+    std::vector<float> g(static_cast<size_t>(n_));
+    for (int64_t i = 0; i < n_; ++i) g[i] = static_cast<float>((i * 37) % 101 - 50) / (1 + i / 256);
+    return g;
   }
 
   // The first message of a whole push of partition 0: it announces all of
@@ -393,6 +427,60 @@ TEST_F(HostilePushTest, PushThatCarriesOtherThanItAnnouncedIsRefused) {
                absl::StrCat("push stream carries more than the ", n_ * 4,
                             " payload bytes its first message announced"));
   ExpectUntouched("short");
+}
+
+TEST_F(HostilePushTest, Int8PushIsAppliedAsItsBlocksDecode) {
+  const std::vector<float> g = Int8Gradient();
+  const int64_t split = n_ / 2 + 100;
+  ASSERT_TRUE(SendPush(Int8Push("int8", g, split)).ok());
+  std::vector<float> decoded(g.size());
+  RoundTripInt8Blocks(g.data(), 0, split, decoded.data());
+  RoundTripInt8Blocks(g.data() + split, split, n_ - split, decoded.data() + split);
+  const Observed o = Observe();
+  EXPECT_EQ(o.stats.pushes_applied(), 1u);
+  EXPECT_EQ(o.stats.partitions(0).version(), 1u);
+  // Counted as the bytes that came: about a byte per element.
+  EXPECT_EQ(o.stats.bytes_in(), Int8PayloadBytes(0, split) + Int8PayloadBytes(split, n_ - split));
+  ASSERT_EQ(static_cast<int64_t>(o.weights.size()), layout_.total_elements());
+  int64_t lossy = 0;
+  for (int64_t i = 0; i < n_; ++i) {
+    ASSERT_EQ(o.weights[i], static_cast<float>(kInitial - kLr * decoded[i])) << "element " << i;
+    lossy += decoded[i] != g[i] ? 1 : 0;
+  }
+  EXPECT_GT(lossy, 0) << "the test's gradient should not survive int8 exactly";
+}
+
+TEST_F(HostilePushTest, Int8PushesWithBadBlocksChangeNothing) {
+  const std::vector<float> g = Int8Gradient();
+  // Scales that are not finite, negative, or beyond the gradient bound /
+  // 127, in the second message's second block.
+  for (float scale : {std::nanf(""), -0.5f, 1e17f}) {
+    std::vector<v1::PushRequest> push = Int8Push("bad-scale", g, 256);
+    std::memcpy(push[1].mutable_chunks(0)->mutable_data()->data() + 260, &scale, sizeof(scale));
+    ExpectStatus(SendPush(push), grpc::StatusCode::INVALID_ARGUMENT,
+                 "push chunk of partition 0: int8 block at element 512 has scale");
+  }
+  // A chunk that ends inside a block's scale: the first one ends at a
+  // block border, so 3 bytes more are the start of the next block's scale.
+  std::vector<v1::PushRequest> short_block = Int8Push("short-block", g, 256);
+  short_block[0].mutable_chunks(0)->mutable_data()->append("\x01\x02\x03", 3);
+  ExpectStatus(SendPush(short_block), grpc::StatusCode::INVALID_ARGUMENT,
+               "int8 payload ends 3 bytes into a block");
+  // A dtype no shard knows.
+  std::vector<v1::PushRequest> unknown = Int8Push("unknown-dtype", g, 256);
+  unknown[0].set_dtype(static_cast<v1::DType>(4));
+  ExpectStatus(SendPush(unknown), grpc::StatusCode::INVALID_ARGUMENT,
+               "unsupported gradient dtype 4");
+  // Pulls and inits stay FP32 or BF16.
+  grpc::ClientContext ctx;
+  v1::PullRequest pull;
+  pull.set_dtype(v1::DTYPE_INT8);
+  auto reader = stub_->Pull(&ctx, pull);
+  v1::PullResponse r;
+  while (reader->Read(&r)) {
+  }
+  ExpectStatus(reader->Finish(), grpc::StatusCode::INVALID_ARGUMENT, "unsupported pull dtype 3");
+  ExpectUntouched("bad-scale");
 }
 
 TEST_F(HostilePushTest, FloodsOfEmptyChunksAndMessagesAreCutOffQuickly) {
