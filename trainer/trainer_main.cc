@@ -62,6 +62,10 @@ ABSL_FLAG(bool, push_during_backward, true,
           "Where the push follows the step (the shards' default fresh mode, sync mode, "
           "--overlap=false): send each partition's gradient as soon as backward has produced it. "
           "false: after backward, all at once.");
+ABSL_FLAG(std::string, push_dtype, "",
+          "Wire type of pushed gradients: fp32, bf16, or int8 (blockwise, one scale per 256 "
+          "elements, with error feedback kept by this trainer; about half of bf16's bytes; "
+          "pushed after backward, not during it). Empty: the compute dtype's.");
 ABSL_FLAG(int64_t, first_step_batch, 1,
           "Join ramp: train the first unit in two steps, its first N sequences and then the "
           "rest, so that a newly started worker pushes its first gradient after a short step "
@@ -175,6 +179,10 @@ void CheckFlags(const absl::StatusOr<spotps::GptConfig>& config, spotps::UsagePr
   const int nice = absl::GetFlag(FLAGS_transfer_nice);
   problems.Require(nice >= 0 && nice <= 19, "--transfer_nice must be in [0, 19]");
   problems.Require(absl::GetFlag(FLAGS_first_step_batch) >= 0, "--first_step_batch must be >= 0");
+  if (const std::string d = absl::GetFlag(FLAGS_push_dtype); !d.empty()) {
+    problems.Require(d == "fp32" || d == "bf16" || d == "int8",
+                     absl::StrCat("--push_dtype=", d, ": want fp32, bf16, int8 or empty"));
+  }
   const double inner_lr = absl::GetFlag(FLAGS_inner_lr);
   problems.Require(inner_lr > 0 && inner_lr < 1, "--inner_lr must be in (0, 1)");
   const double inner_decay = absl::GetFlag(FLAGS_inner_weight_decay);
@@ -235,6 +243,11 @@ absl::StatusOr<spotps::TrainingOptions> OptionsFromFlags(const spotps::TrainingD
   o.eval_batches = absl::GetFlag(FLAGS_eval_batches);
   o.overlap = absl::GetFlag(FLAGS_overlap);
   o.push_during_backward = absl::GetFlag(FLAGS_push_during_backward);
+  if (const std::string d = absl::GetFlag(FLAGS_push_dtype); !d.empty()) {
+    o.push_dtype = d == "int8" ? spotps::v1::DTYPE_INT8
+                   : d == "bf16" ? spotps::v1::DTYPE_BF16
+                                 : spotps::v1::DTYPE_FP32;
+  }
   o.first_step_batch = absl::GetFlag(FLAGS_first_step_batch);
   o.transfer_nice = absl::GetFlag(FLAGS_transfer_nice);
   o.inner.lr = static_cast<float>(absl::GetFlag(FLAGS_inner_lr));

@@ -120,10 +120,15 @@ TrainingWorker::TrainingWorker(Cluster* cluster, std::unique_ptr<TrainableModel>
       data_(data),
       options_(options),
       wire_dtype_(options.dtype == ComputeDType::kBF16 ? v1::DTYPE_BF16 : v1::DTYPE_FP32),
+      push_dtype_(options.push_dtype == v1::DTYPE_UNSPECIFIED ? wire_dtype_ : options.push_dtype),
       sync_(work.membership != nullptr && work.membership->consistency() == v1::CONSISTENCY_SYNC),
       local_steps_(work.membership != nullptr ? work.membership->local_steps() : 0),
       gradient_(binding_.layout().total_elements(), 0.0f),
-      backward_push_(std::make_unique<BackwardPush>(binding_, cluster->partition_map())) {}
+      backward_push_(std::make_unique<BackwardPush>(binding_, cluster->partition_map())) {
+  if (push_dtype_ == v1::DTYPE_INT8) {
+    int8_feedback_ = std::make_unique<Int8ErrorFeedback>(cluster->partition_map());
+  }
+}
 
 absl::Status TrainingWorker::PullWithRecovery(const PullOptions& options) {
   const absl::Time start = absl::Now();
@@ -178,7 +183,7 @@ absl::StatusOr<bool> TrainingWorker::PushWithRecovery(const std::string& push_id
     r = UnreachableWait(absl::StrCat("the shards at ", cluster_->addresses(), " to push"),
                         options_.unavailable_timeout)
             .Retry<PushResult>([&] {
-              return cluster_->Push(gradient_, base_versions_, wire_dtype_, push_id);
+              return cluster_->Push(gradient_, base_versions_, push_dtype_, push_id);
             });
   }
   if (r.ok() && r->deferred && !sync_) {
@@ -300,6 +305,7 @@ void TrainingWorker::SealLocalRound() {
   for (size_t i = 0; i < weights.size(); ++i) gradient_[i] = round_start_[i] - weights[i];
   std::copy(round_start_.begin(), round_start_.end(), weights.begin());
   gradient_scale_ = 1.0f;
+  if (int8_feedback_ != nullptr) int8_feedback_->Compensate(absl::MakeSpan(gradient_));
   base_versions_ = round_versions_;
   pending_units_ = std::move(round_units_);
   round_units_.clear();
@@ -432,6 +438,10 @@ absl::Status TrainingWorker::SealGradient(uint64_t data_unit, int64_t rows,
     for (float& g : gradient_) g *= gradient_scale_;
     gradient_scale_ = 1.0f;
   }
+  // In local mode the round's change, not each step's gradient, is pushed.
+  if (!streamed && local_steps_ == 0 && int8_feedback_ != nullptr) {
+    int8_feedback_->Compensate(absl::MakeSpan(gradient_));
+  }
   return absl::OkStatus();
 }
 
@@ -512,7 +522,9 @@ absl::StatusOr<TrainingSummary> TrainingWorker::Run(
     }
     const absl::Time compute_start = absl::Now();
     // Where the push follows the step, it goes out during backward.
-    const bool stream = !overlap && !local && options_.push_during_backward;
+    // Int8 blocks need a partition's whole gradient (and its error feedback).
+    const bool stream =
+        !overlap && !local && options_.push_during_backward && push_dtype_ != v1::DTYPE_INT8;
     const std::string push_id = PushIdFor(**unit, row_begin, row_end);
     absl::StatusOr<double> loss = ComputeGradient((*unit)->data_unit, row_begin, row_end,
                                                   stream ? &versions : nullptr, push_id);

@@ -37,6 +37,7 @@
 #include "trainer/data/training_data.h"
 #include "trainer/elastic/backward_push.h"
 #include "trainer/elastic/inner_adamw.h"
+#include "trainer/elastic/int8_error_feedback.h"
 #include "trainer/elastic/worker_membership.h"
 #include "trainer/model/parameter_binding.h"
 #include "trainer/model/trainable_model.h"
@@ -72,6 +73,11 @@ struct TrainingOptions {
   // overlap off): send each partition's gradient as soon as backward has
   // produced it (BackwardPush), rather than all of it after backward.
   bool push_during_backward = true;
+  // Wire type of pushes; DTYPE_UNSPECIFIED: dtype's (BF16 or FP32). With
+  // DTYPE_INT8 each gradient goes out whole after backward, and the part
+  // int8 could not carry is added to the next gradient (error feedback,
+  // Int8ErrorFeedback); pulls stay in dtype's type.
+  v1::DType push_dtype = v1::DTYPE_UNSPECIFIED;
   // Join ramp: the worker's first unit is trained in two steps, its first
   // `first_step_batch` sequences and then the rest, so that a newly started
   // worker's first gradient reaches the shards after a short step. Each
@@ -227,7 +233,8 @@ class TrainingWorker {
   ParameterBinding binding_;
   const TrainingData* const data_;
   const TrainingOptions options_;
-  const v1::DType wire_dtype_;
+  const v1::DType wire_dtype_;  // Of pulls, and of pushes unless push_dtype_ says otherwise.
+  const v1::DType push_dtype_;
   const bool sync_;  // The coordinator runs --consistency=sync.
   const uint32_t local_steps_;  // --consistency=local:H's H; 0 in other modes.
   bool fresh_ = false;  // The last push reply asked for compute on fresh weights.
@@ -264,6 +271,8 @@ class TrainingWorker {
   std::vector<float> round_start_;
   std::vector<uint64_t> round_versions_;
   std::unique_ptr<InnerAdamW> inner_;
+  // Int8 pushes: what earlier pushes could not carry; null otherwise.
+  std::unique_ptr<Int8ErrorFeedback> int8_feedback_;
   int64_t units_committed_ = 0;
   absl::Time first_push_;
   double first_pull_s_ = -1, first_push_rpc_s_ = -1;
