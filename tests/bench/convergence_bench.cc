@@ -12,6 +12,7 @@
 //   sync         one averaged step per round of one gradient per trainer
 //   local:H      local steps: H inner AdamW steps (lr --lr) per push, the
 //                shard's default outer optimizer (Nesterov SGD, lr 0.7)
+//   MODE/int8    any of these with int8 pushes (--push_dtype=int8)
 // Each job also reports the bytes the shard moved (in and out) per token.
 // Last line: convergence: async_vs_sync=R wall_vs_sync=W, from the largest
 // configuration run (the `small` model with 4 trainers when requested):
@@ -19,7 +20,8 @@
 // With local modes it is followed by `local: H=... bytes_ratio=B
 // loss_ratio=L` for the local mode of the lowest loss in that
 // configuration: B = async's bytes per token / its, L = its val loss /
-// async's.
+// async's; with --trainer_mbit also time_ratio=T, its wall time / async's
+// with every job run again over capped links (network namespaces).
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -37,6 +39,7 @@
 #include "common/transport_args.h"
 #include "tests/support/child_process.h"
 #include "tests/support/generated_corpus.h"
+#include "tests/support/hosted_job.h"
 #include "tests/support/log_fields.h"
 #include "trainer/data/training_data.h"
 #include "trainer/model/builtin_model.h"
@@ -49,7 +52,7 @@ ABSL_FLAG(std::string, models, "tiny", "Model presets, comma-separated (tiny,sma
 ABSL_FLAG(std::string, trainers, "4", "Trainer counts, comma-separated (2,4).");
 ABSL_FLAG(std::string, modes, "async,async_lr,async_dc,ssp:2,sync",
           "Modes, comma-separated: async, async_lr, async_dc, async:SPEC (any "
-          "--staleness_method), ssp:S, sync, local:H.");
+          "--staleness_method), ssp:S, sync, local:H; MODE/int8: with int8 pushes.");
 ABSL_FLAG(int64_t, units, 160, "Token budget in work units (one trainer step each).");
 ABSL_FLAG(int64_t, batch, 16, "Sequences per step.");
 ABSL_FLAG(int64_t, seq_len, 128, "Tokens per sequence.");
@@ -58,6 +61,11 @@ ABSL_FLAG(double, lr, 1e-3,
 ABSL_FLAG(double, dc_lambda, 1.0, "async_dc's --dc_lambda.");
 ABSL_FLAG(double, outer_lr, 0.7,
           "Local modes: the shard's outer learning rate (Nesterov SGD, momentum 0.9).");
+ABSL_FLAG(int64_t, trainer_mbit, 0,
+          "Also run every job over capped links, for its wall time: the shard and each trainer "
+          "in a network namespace of its own, trainers' links capped at this many Mbit/s (tbf), "
+          "the shard's at --shard_mbit. Needs root. 0: loopback only.");
+ABSL_FLAG(int64_t, shard_mbit, 1000, "The shard's link cap in the capped runs (--trainer_mbit).");
 ABSL_FLAG(int64_t, eval_batches, 16, "Validation batches for the final loss.");
 ABSL_FLAG(std::string, data, "",
           "Token file (e.g. .cache/corpus/kjv.tokens); empty: a generated corpus.");
@@ -71,7 +79,14 @@ struct JobResult {
   double wall_s = 0;
   double staleness = 0;
   double bytes_per_token = 0;  // Pulled and pushed, as the shard counts them.
+  double capped_wall_s = -1;   // The same job over capped links; -1: not run.
 };
+
+// "MODE/DTYPE": the shards' mode, and the trainers' push dtype ("" if none).
+std::pair<std::string, std::string> SplitMode(const std::string& mode) {
+  const std::vector<std::string> parts = absl::StrSplit(mode, absl::MaxSplits('/', 1));
+  return {parts[0], parts.size() > 1 ? parts[1] : ""};
+}
 
 std::vector<std::string> ShardFlags(const std::string& mode, int64_t units) {
   std::vector<std::string> f = {"--epochs=1", absl::StrCat("--units_per_epoch=", units),
@@ -118,39 +133,91 @@ absl::StatusOr<double> FinalValLoss(const std::string& addresses, const std::str
   return eval->loss;
 }
 
+// Trainer i's flags but --ps.
+std::vector<std::string> TrainerFlags(const std::string& model, const std::string& mode,
+                                      const std::string& tokens, int i) {
+  return {"--model=" + model,
+          "--data=" + tokens,
+          absl::StrCat("--batch=", absl::GetFlag(FLAGS_batch)),
+          absl::StrCat("--seq_len=", absl::GetFlag(FLAGS_seq_len)),
+          "--threads=1",
+          absl::StrCat("--worker_index=", i),
+          "--log_every=0",
+          "--eval_batches=0",
+          absl::StrCat("--inner_lr=", absl::GetFlag(FLAGS_lr)),
+          "--push_dtype=" + SplitMode(mode).second};
+}
+
+// Waits for every trainer to exit 0 by the job's timeout; an error names
+// the one that did not, with its log's tail.
+absl::Status WaitForTrainers(std::vector<std::unique_ptr<testing::ChildProcess>>& procs,
+                             const std::string& mode, const std::string& dir, absl::Time start) {
+  const absl::Time give_up = start + absl::Seconds(absl::GetFlag(FLAGS_job_timeout_s));
+  for (size_t i = 0; i < procs.size(); ++i) {
+    auto code = procs[i]->Wait(std::max(give_up - absl::Now(), absl::Seconds(1)));
+    if (!code.ok() || *code != 0) {
+      const std::string log = ReadFile(absl::StrCat(dir, "/trainer", i, ".log")).value_or("");
+      return absl::InternalError(absl::StrCat("trainer ", i, " of ", mode, " failed: ",
+                                              log.substr(log.size() > 600 ? log.size() - 600 : 0)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The job's wall time with the shard and each trainer on a host of its own
+// (testing::NetworkHosts), the trainers' links capped at --trainer_mbit.
+absl::StatusOr<double> CappedWallSeconds(const std::string& model, int trainers,
+                                         const std::string& mode, const std::string& tokens,
+                                         const std::string& dir) {
+  ::mkdir(dir.c_str(), 0755);
+  std::vector<testing::HostSpec> specs = {{"shard0", absl::GetFlag(FLAGS_shard_mbit)}};
+  for (int i = 0; i < trainers; ++i) {
+    specs.push_back({absl::StrCat("trainer", i), absl::GetFlag(FLAGS_trainer_mbit)});
+  }
+  auto hosts = testing::NetworkHosts::Create(specs);
+  if (!hosts.ok()) return hosts.status();
+  testing::HostedShards spec;
+  spec.count = 1;
+  spec.flags = ShardFlags(SplitMode(mode).first, absl::GetFlag(FLAGS_units));
+  auto shards = testing::StartHostedShards(**hosts, dir, spec);
+  if (!shards.ok()) return shards.status();
+  const absl::Time start = absl::Now();
+  std::vector<std::unique_ptr<testing::ChildProcess>> procs;
+  for (int i = 0; i < trainers; ++i) {
+    auto t = testing::StartHostedTrainer(**hosts, dir, spec, i, tokens,
+                                         TrainerFlags(model, mode, tokens, i));
+    if (!t.ok()) return t.status();
+    procs.push_back(*std::move(t));
+  }
+  if (absl::Status s = WaitForTrainers(procs, mode, dir, start); !s.ok()) return s;
+  return absl::ToDoubleSeconds(absl::Now() - start);
+}
+
 absl::StatusOr<JobResult> RunJob(const std::string& model, int trainers, const std::string& mode,
                                  const std::string& tokens, const TrainingData& data,
                                  const std::string& dir) {
   const int64_t units = absl::GetFlag(FLAGS_units);
   ::mkdir(dir.c_str(), 0755);
-  auto shards = testing::LocalShardCluster::Start(1, ShardFlags(mode, units), dir);
+  auto shards =
+      testing::LocalShardCluster::Start(1, ShardFlags(SplitMode(mode).first, units), dir);
   if (!shards.ok()) return shards.status();
   const absl::Time start = absl::Now();
   std::vector<std::unique_ptr<testing::ChildProcess>> procs;
   for (int i = 0; i < trainers; ++i) {
-    auto t = testing::ChildProcess::Start(
-        {testing::BinaryPath("spotps-trainer"), "--ps=" + (*shards)->addresses(),
-         "--model=" + model, "--data=" + tokens,
-         absl::StrCat("--batch=", absl::GetFlag(FLAGS_batch)),
-         absl::StrCat("--seq_len=", absl::GetFlag(FLAGS_seq_len)), "--threads=1",
-         absl::StrCat("--worker_index=", i), "--log_every=0", "--eval_batches=0",
-         absl::StrCat("--inner_lr=", absl::GetFlag(FLAGS_lr))},
-        absl::StrCat(dir, "/trainer", i, ".log"));
+    std::vector<std::string> argv = {testing::BinaryPath("spotps-trainer"),
+                                     "--ps=" + (*shards)->addresses()};
+    for (std::string& f : TrainerFlags(model, mode, tokens, i)) argv.push_back(std::move(f));
+    auto t = testing::ChildProcess::Start(argv, absl::StrCat(dir, "/trainer", i, ".log"));
     if (!t.ok()) return t.status();
     procs.push_back(*std::move(t));
   }
-  const absl::Time give_up = start + absl::Seconds(absl::GetFlag(FLAGS_job_timeout_s));
+  if (absl::Status s = WaitForTrainers(procs, mode, dir, start); !s.ok()) return s;
   JobResult result;
+  result.wall_s = absl::ToDoubleSeconds(absl::Now() - start);
   for (int i = 0; i < trainers; ++i) {
-    auto code = procs[i]->Wait(std::max(give_up - absl::Now(), absl::Seconds(1)));
     const std::string log = ReadFile(absl::StrCat(dir, "/trainer", i, ".log")).value_or("");
-    if (!code.ok() || *code != 0) {
-      return absl::InternalError(absl::StrCat("trainer ", i, " of ", mode, " failed: ",
-                                              log.substr(log.size() > 600 ? log.size() - 600 : 0)));
-    }
     result.staleness += testing::LogField(log, "staleness") / trainers;
   }
-  result.wall_s = absl::ToDoubleSeconds(absl::Now() - start);
   auto cluster = Cluster::Connect((*shards)->addresses());
   if (!cluster.ok()) return cluster.status();
   auto stats = (*cluster)->Stats();
@@ -174,9 +241,14 @@ std::string LocalLine(const std::map<std::string, JobResult>& results, const Job
     if (best == nullptr || entry.second.val_loss < best->second.val_loss) best = &entry;
   }
   if (best == nullptr) return "";
-  return absl::StrFormat("local: H=%s bytes_ratio=%.1f loss_ratio=%.3f", best->first.substr(6),
-                         async.bytes_per_token / best->second.bytes_per_token,
-                         best->second.val_loss / async.val_loss);
+  std::string line = absl::StrFormat("local: H=%s bytes_ratio=%.1f loss_ratio=%.3f",
+                                     best->first.substr(6),
+                                     async.bytes_per_token / best->second.bytes_per_token,
+                                     best->second.val_loss / async.val_loss);
+  if (best->second.capped_wall_s > 0 && async.capped_wall_s > 0) {
+    absl::StrAppendFormat(&line, " time_ratio=%.3f", best->second.capped_wall_s / async.capped_wall_s);
+  }
+  return line;
 }
 
 std::vector<std::string> List(const std::string& flag) {
@@ -203,8 +275,9 @@ int Run() {
               static_cast<long long>(absl::GetFlag(FLAGS_seq_len)), absl::GetFlag(FLAGS_lr),
               tokens.c_str());
   std::printf(
-      "\n| model | trainers | mode | val loss | vs sync | wall s | staleness | bytes/token |\n");
-  std::printf("|---|---|---|---|---|---|---|---|\n");
+      "\n| model | trainers | mode | val loss | vs sync | wall s | staleness | bytes/token | "
+      "capped wall s |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|\n");
   std::fflush(stdout);
   double ratio = -1, wall_ratio = -1;
   std::string local_line;
@@ -221,6 +294,13 @@ int Run() {
         auto r = RunJob(model, trainers, mode, tokens, **data, job_dir);
         if (!r.ok()) return std::fprintf(stderr, "%s\n", r.status().ToString().c_str()), 1;
         results[mode] = *r;
+        if (absl::GetFlag(FLAGS_trainer_mbit) > 0) {
+          auto capped = CappedWallSeconds(model, trainers, mode, tokens, job_dir + "-capped");
+          if (!capped.ok()) {
+            return std::fprintf(stderr, "%s\n", capped.status().ToString().c_str()), 1;
+          }
+          results[mode].capped_wall_s = *capped;
+        }
       }
       const auto sync = results.find("sync");
       for (const std::string& mode : List(absl::GetFlag(FLAGS_modes))) {
@@ -228,8 +308,11 @@ int Run() {
         const std::string vs = sync == results.end()
                                    ? "-"
                                    : absl::StrFormat("%.3f", r.val_loss / sync->second.val_loss);
-        std::printf("| %s | %d | %s | %.4f | %s | %.1f | %.2f | %.0f |\n", model.c_str(), trainers,
-                    mode.c_str(), r.val_loss, vs.c_str(), r.wall_s, r.staleness, r.bytes_per_token);
+        const std::string capped =
+            r.capped_wall_s > 0 ? absl::StrFormat("%.1f", r.capped_wall_s) : "-";
+        std::printf("| %s | %d | %s | %.4f | %s | %.1f | %.2f | %.0f | %s |\n", model.c_str(),
+                    trainers, mode.c_str(), r.val_loss, vs.c_str(), r.wall_s, r.staleness,
+                    r.bytes_per_token, capped.c_str());
       }
       std::fflush(stdout);
       const auto async = results.find("async");
