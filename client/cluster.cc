@@ -6,7 +6,6 @@
 #include <atomic>
 #include <functional>
 #include <map>
-#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -18,6 +17,7 @@
 #include "common/chunk_frame.h"
 #include "common/fan_out_pool.h"
 #include "common/int8_blocks.h"
+#include "common/kernel_random.h"
 #include "common/rpc_retry.h"
 #include "common/tensor_codec.h"
 #include "common/transport_args.h"
@@ -108,10 +108,12 @@ bool WritePushFrames(grpc::ClientWriter<grpc::ByteBuffer>* writer, const v1::Pus
       const uint64_t offset = static_cast<uint64_t>(src.offset + done);
       // An int8 chunk that stops inside its source stops at a block border,
       // so that every block goes out under one scale (int8_blocks.h).
-      if (int8 && n < src.num_elements - done) n -= static_cast<int64_t>((offset + n) % kInt8BlockElements);
+      if (int8 && n < src.num_elements - done) {
+        n -= static_cast<int64_t>((offset + n) % kInt8BlockElements);
+      }
       if (n > 0) {
-        chunks.push_back(ChunkHeader{src.partition_id, offset, src.version,
-                                     PayloadBytes(dtype, offset, n)});
+        chunks.push_back(
+            ChunkHeader{src.partition_id, offset, src.version, PayloadBytes(dtype, offset, n)});
         values.push_back(src.values + done);
         counts.push_back(n);
         done += n;
@@ -259,8 +261,7 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Connect(absl::string_view shar
 Cluster::Impl::Impl(std::vector<std::unique_ptr<ShardConnection>> shards,
                     const ClusterOptions& options)
     : shards_(std::move(shards)), options_(options) {
-  std::random_device rd;
-  push_id_prefix_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  push_id_prefix_ = KernelRandomU64();
 }
 
 std::string Cluster::Impl::NewPushId() {
@@ -584,7 +585,8 @@ absl::StatusOr<PushResult> Cluster::Impl::PushSpans(const std::vector<FlatSpan>&
     std::map<uint32_t, int64_t> announced;
     for (const ChunkSource& src : sources[i]) {
       announced[src.partition_id] += src.num_elements;
-      replies[i].bytes += static_cast<int64_t>(PayloadBytes(wire_dtype, src.offset, src.num_elements));
+      replies[i].bytes +=
+          static_cast<int64_t>(PayloadBytes(wire_dtype, src.offset, src.num_elements));
     }
     const v1::PushRequest header = PushHeader(push_id, wire_dtype, worker_id, announced);
     return CallWithRetry(i, "Push", [&](grpc::ClientContext* ctx) {

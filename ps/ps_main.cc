@@ -14,7 +14,6 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <random>
 #include <thread>
 
 #include "absl/flags/flag.h"
@@ -27,6 +26,7 @@
 #include "common/command_line.h"
 #include "common/exit_status.h"
 #include "common/http_endpoint.h"
+#include "common/kernel_random.h"
 #include "common/log.h"
 #include "common/transport_args.h"
 #include "ps/checkpoint/checkpoint_round_driver.h"
@@ -218,11 +218,6 @@ absl::StatusOr<std::unique_ptr<spotps::PeerShards>> PeersFromFlags(
   return std::make_unique<spotps::PeerShards>(addresses, *security);
 }
 
-uint64_t RandomIncarnation() {
-  std::random_device rd;
-  return (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(getpid());
-}
-
 // Opens the checkpoint directory; null without --checkpoint_dir.
 absl::StatusOr<std::unique_ptr<spotps::ShardCheckpointer>> OpenCheckpointsFromFlags(
     const spotps::ShardStore& store) {
@@ -375,7 +370,7 @@ int main(int argc, char** argv) {
                     .c_str(),
                 metrics_endpoint->port(), status_page != nullptr ? ", status page at /" : "");
   }
-  spotps::ParameterServerService service(store->get(), checkpointer->get(), RandomIncarnation(),
+  spotps::ParameterServerService service(store->get(), checkpointer->get(), spotps::KernelRandomU64(),
                                          metrics.get());
   std::unique_ptr<spotps::CoordinatorService> coordinator_service;
   const int max_bytes = static_cast<int>(absl::GetFlag(FLAGS_max_message_mb) << 20);

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "absl/strings/str_format.h"
+#include "common/kernel_random.h"
 
 namespace spotps {
 namespace {
@@ -39,8 +40,7 @@ absl::StatusOr<WorkUnitDispatcher> WorkUnitDispatcher::Create(const DispatchConf
     return absl::InvalidArgumentError("unit lease must be positive");
   }
   WorkUnitDispatcher d(config);
-  std::random_device rd;
-  d.job_id_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  d.job_id_ = KernelRandomU64();
   d.counts_.assign(config.num_epochs, EpochCounts{});
   d.StartEpoch(0);
   return d;

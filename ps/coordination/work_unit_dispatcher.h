@@ -77,9 +77,6 @@ class WorkUnitDispatcher {
   // The order of an epoch: a pure function of (seed, epoch).
   static std::vector<uint64_t> EpochOrder(uint64_t seed, uint32_t epoch, uint64_t units);
 
-  // Drawn at random when the job is created and kept in its progress, so
-  // that no two jobs (on the same shards or not) share a push key.
-  uint64_t job_id() const { return job_id_; }
   // Names unit `index` of `epoch` in this job: the same for every lease of
   // it, across re-issues and rollbacks (WorkUnit.push_key).
   std::string PushKey(uint32_t epoch, uint64_t index) const;
@@ -112,6 +109,8 @@ class WorkUnitDispatcher {
   const std::vector<uint64_t>* LesseesOf(uint32_t epoch, uint64_t index) const;
 
   DispatchConfig config_;
+  // Drawn at random when the job is created and kept in its progress, so
+  // that no two jobs (on the same shards or not) share a push key.
   uint64_t job_id_ = 0;
   uint32_t epoch_ = 0;
   std::vector<uint64_t> order_;  // index -> data unit, for epoch_.

@@ -1,28 +1,10 @@
 #include "ps/rpc/worker_keys.h"
 
-#include <sys/random.h>
-
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
-
 #include "absl/strings/str_cat.h"
+#include "common/kernel_random.h"
 
 namespace spotps {
 namespace {
-
-// Kernel randomness; getrandom only fails on a signal before any byte (or
-// on a kernel without it, which Debian 12's is not): retried.
-std::string RandomBytes(size_t n) {
-  std::string bytes(n, '\0');
-  size_t filled = 0;
-  while (filled < n) {
-    const ssize_t got = getrandom(bytes.data() + filled, n - filled, 0);
-    if (got > 0) filled += static_cast<size_t>(got);
-    if (got < 0 && errno != EINTR) std::abort();  // No safe key without randomness.
-  }
-  return bytes;
-}
 
 bool ConstantTimeEqual(absl::string_view a, absl::string_view b) {
   if (a.size() != b.size()) return false;
@@ -34,7 +16,7 @@ bool ConstantTimeEqual(absl::string_view a, absl::string_view b) {
 }  // namespace
 
 std::string WorkerKeys::Issue(uint64_t worker, std::string identity) {
-  std::string key = RandomBytes(kKeyBytes);
+  std::string key = KernelRandomBytes(kKeyBytes);
   absl::MutexLock lock(&mu_);
   entries_[worker] = Entry{key, std::move(identity)};
   return key;
