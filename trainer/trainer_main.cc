@@ -244,7 +244,7 @@ absl::StatusOr<spotps::TrainingOptions> OptionsFromFlags(const spotps::TrainingD
   o.overlap = absl::GetFlag(FLAGS_overlap);
   o.push_during_backward = absl::GetFlag(FLAGS_push_during_backward);
   if (const std::string d = absl::GetFlag(FLAGS_push_dtype); !d.empty()) {
-    o.push_dtype = d == "int8" ? spotps::v1::DTYPE_INT8
+    o.push_dtype = d == "int8"   ? spotps::v1::DTYPE_INT8
                    : d == "bf16" ? spotps::v1::DTYPE_BF16
                                  : spotps::v1::DTYPE_FP32;
   }

@@ -390,9 +390,8 @@ grpc::Status ParameterServerService::ServePush(grpc::ServerContext* context,
   if (absl::Status s = store_->CheckAnnounced(announced); !s.ok()) return ToGrpcStatus(s);
   for (const auto& [id, n] : announced) announced_elements += static_cast<int64_t>(n);
   const int64_t runs = static_cast<int64_t>(store_->layout().tensors().size() + announced.size());
-  const StreamLimits limits =
-      LimitsFor("push", PushPayloadBound(dtype, announced_elements, runs),
-                "its first message announced", runs);
+  const StreamLimits limits = LimitsFor("push", PushPayloadBound(dtype, announced_elements, runs),
+                                        "its first message announced", runs);
   const std::string push_id = header.push_id();
   if (header.worker_id().size() > kMaxWorkerIdBytes) {
     return InvalidArgument(absl::StrFormat("push's worker_id has %d bytes, more than %d",

@@ -52,9 +52,7 @@ size_t StagingPool::idle_bytes() const {
 }
 
 PushStaging::PushStaging(StagingPool* pool, const AnnouncedElements& announced, v1::DType dtype)
-    : pool_(pool),
-      dtype_(dtype),
-      staged_dtype_(dtype == v1::DTYPE_INT8 ? v1::DTYPE_FP32 : dtype) {
+    : pool_(pool), dtype_(dtype), staged_dtype_(dtype == v1::DTYPE_INT8 ? v1::DTYPE_FP32 : dtype) {
   const size_t width = WireBytesPerElement(staged_dtype_);
   for (const auto& [id, n] : announced) regions_[id].capacity = n * width;
 }
@@ -87,8 +85,8 @@ char* PushStaging::Reserve(uint32_t partition_id, size_t bytes) {
 
 absl::Status PushStaging::AddInt8(const ChunkView& chunk) {
   auto refuse = [&chunk](const absl::Status& s) {
-    return absl::InvalidArgumentError(absl::StrFormat("push chunk of partition %d: %s",
-                                                      chunk.partition_id, s.message()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("push chunk of partition %d: %s", chunk.partition_id, s.message()));
   };
   absl::StatusOr<int64_t> n = Int8PayloadElements(chunk.offset, chunk.payload_bytes);
   if (!n.ok()) return refuse(n.status());

@@ -198,8 +198,7 @@ absl::StatusOr<JobResult> RunJob(const std::string& model, int trainers, const s
                                  const std::string& dir) {
   const int64_t units = absl::GetFlag(FLAGS_units);
   ::mkdir(dir.c_str(), 0755);
-  auto shards =
-      testing::LocalShardCluster::Start(1, ShardFlags(SplitMode(mode).first, units), dir);
+  auto shards = testing::LocalShardCluster::Start(1, ShardFlags(SplitMode(mode).first, units), dir);
   if (!shards.ok()) return shards.status();
   const absl::Time start = absl::Now();
   std::vector<std::unique_ptr<testing::ChildProcess>> procs;
@@ -241,12 +240,12 @@ std::string LocalLine(const std::map<std::string, JobResult>& results, const Job
     if (best == nullptr || entry.second.val_loss < best->second.val_loss) best = &entry;
   }
   if (best == nullptr) return "";
-  std::string line = absl::StrFormat("local: H=%s bytes_ratio=%.1f loss_ratio=%.3f",
-                                     best->first.substr(6),
-                                     async.bytes_per_token / best->second.bytes_per_token,
-                                     best->second.val_loss / async.val_loss);
+  std::string line = absl::StrFormat(
+      "local: H=%s bytes_ratio=%.1f loss_ratio=%.3f", best->first.substr(6),
+      async.bytes_per_token / best->second.bytes_per_token, best->second.val_loss / async.val_loss);
   if (best->second.capped_wall_s > 0 && async.capped_wall_s > 0) {
-    absl::StrAppendFormat(&line, " time_ratio=%.3f", best->second.capped_wall_s / async.capped_wall_s);
+    absl::StrAppendFormat(&line, " time_ratio=%.3f",
+                          best->second.capped_wall_s / async.capped_wall_s);
   }
   return line;
 }

@@ -182,9 +182,8 @@ absl::StatusOr<bool> TrainingWorker::PushWithRecovery(const std::string& push_id
   if (!r.ok()) {
     r = UnreachableWait(absl::StrCat("the shards at ", cluster_->addresses(), " to push"),
                         options_.unavailable_timeout)
-            .Retry<PushResult>([&] {
-              return cluster_->Push(gradient_, base_versions_, push_dtype_, push_id);
-            });
+            .Retry<PushResult>(
+                [&] { return cluster_->Push(gradient_, base_versions_, push_dtype_, push_id); });
   }
   if (r.ok() && r->deferred && !sync_) {
     return absl::FailedPreconditionError(
@@ -331,7 +330,9 @@ void TrainingWorker::LeaseAhead() {
 absl::StatusOr<std::optional<TrainingWorker::Unit>> TrainingWorker::NextUnit(
     int64_t step, bool& gradient_pending, const std::atomic<bool>& stop) {
   if (work_.coordinator == nullptr) {
-    return Unit{0, static_cast<uint64_t>(step), static_cast<uint64_t>(step)};
+    Unit own;
+    own.index = own.data_unit = static_cast<uint64_t>(step);
+    return own;
   }
   if (leased_ahead_.has_value()) {
     std::optional<Unit> unit;
