@@ -154,15 +154,21 @@ int64_t CommittedBy(testing::TrainingJob& job, const std::string& name) {
   return -1;
 }
 
-// Waits until trainer `name` has committed `units`, then a little longer:
-// its next round is under way (a round of kRoundSteps takes far longer).
-bool WaitIntoARound(testing::TrainingJob& job, const std::string& name, int64_t units) {
+// Waits until trainer `t` has committed `units` and logged a step past
+// them: its next round is under way, with steps of it taken (a round of
+// kRoundSteps takes far longer than the few steps between log lines).
+bool WaitIntoARound(testing::TrainingJob& job, int t, int64_t units) {
+  const std::string name = absl::StrCat("trainer-", t);
   const absl::Time give_up = absl::Now() + absl::Seconds(120);
-  while (absl::Now() < give_up && CommittedBy(job, name) < units) {
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  absl::SleepFor(absl::Milliseconds(100));
-  return CommittedBy(job, name) >= units;
+  auto past = [&] {
+    const std::vector<double> losses =
+        StepLosses(ReadFile(absl::StrCat(job.dir(), "/trainer", t, ".log")).value_or(""));
+    // --log_every=4: line k is step 4 (k + 1).
+    return CommittedBy(job, name) >= units &&
+           4 * static_cast<int64_t>(losses.size()) > units;
+  };
+  while (absl::Now() < give_up && !past()) absl::SleepFor(absl::Milliseconds(20));
+  return past();
 }
 
 TEST(LocalStepsTest, AStoppedTrainerCommitsWhatItTrainedAndAKilledOneGivesItsRoundBack) {
@@ -174,12 +180,12 @@ TEST(LocalStepsTest, AStoppedTrainerCommitsWhatItTrainedAndAKilledOneGivesItsRou
   ASSERT_TRUE(job.StartShards(/*durable=*/false).ok());
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(job.StartTrainer().ok());
   // Each goes mid-round, after a round of its own.
-  ASSERT_TRUE(WaitIntoARound(job, "trainer-0", kRoundSteps)) << testing::LogTails(job.dir());
+  ASSERT_TRUE(WaitIntoARound(job, 0, kRoundSteps)) << testing::LogTails(job.dir());
   job.trainers()[0]->Signal(SIGTERM);
   auto drained = job.trainers()[0]->Wait(absl::Seconds(60));
   ASSERT_TRUE(drained.ok());
   EXPECT_EQ(*drained, 0) << testing::LogTails(job.dir());
-  ASSERT_TRUE(WaitIntoARound(job, "trainer-1", kRoundSteps)) << testing::LogTails(job.dir());
+  ASSERT_TRUE(WaitIntoARound(job, 1, kRoundSteps)) << testing::LogTails(job.dir());
   job.trainers()[1]->Signal(SIGKILL);
   auto done = job.WaitDone(absl::Seconds(240));
   ASSERT_TRUE(done.ok()) << done.status() << testing::LogTails(job.dir());
