@@ -75,7 +75,9 @@ TEST(Int8BlocksTest, ZerosAndSingleValuesSurvive) {
   ASSERT_TRUE(DecodeInt8Blocks(bytes, 0, 300, kBound, back.data()).ok());
   EXPECT_FLOAT_EQ(back[5], -3.5f);
   for (size_t i = 0; i < v.size(); ++i) {
-    if (i != 5) EXPECT_EQ(back[i], 0.0f);
+    if (i != 5) {
+      EXPECT_EQ(back[i], 0.0f);
+    }
   }
 }
 

@@ -42,9 +42,13 @@ TEST(PushStagingTest, KeepsEveryChunkInArrivalOrderWhateverItsPartitionAndOffset
   PushStaging staging(&pool, announced, v1::DTYPE_BF16);
   // Across two messages, as a stream delivers them.
   ChunkFrameReader first = Receive({sent.begin(), sent.begin() + 3});
-  for (const ChunkView& c : first.chunks()) staging.Add(c);
+  for (const ChunkView& c : first.chunks()) {
+    ASSERT_TRUE(staging.Add(c).ok());
+  }
   ChunkFrameReader second = Receive({sent.begin() + 3, sent.end()});
-  for (const ChunkView& c : second.chunks()) staging.Add(c);
+  for (const ChunkView& c : second.chunks()) {
+    ASSERT_TRUE(staging.Add(c).ok());
+  }
   first = ChunkFrameReader();  // The messages' buffers are gone; the staged bytes stay.
   second = ChunkFrameReader();
 
@@ -83,7 +87,7 @@ TEST(PushStagingTest, ChecksTheGradientBoundAcrossCopyWindowsAndSlices) {
     ChunkFrameReader frame;
     ASSERT_TRUE(frame.Parse(&buffer, kPushChunksField));
     PushStaging staging(&pool, {{0, static_cast<uint64_t>(n)}}, v1::DTYPE_BF16);
-    staging.Add(frame.chunks()[0]);
+    ASSERT_TRUE(staging.Add(frame.chunks()[0]).ok());
     EXPECT_EQ(std::string(staging.ranges()[0].bytes), payload) << "NaN at " << bad;
     EXPECT_EQ(staging.ranges()[0].within_gradient_bound, bad < 0) << "NaN at " << bad;
   }
@@ -96,7 +100,7 @@ TEST(PushStagingTest, ThePoolGivesTheSameMemoryToTheNextPush) {
   for (int push = 0; push < 3; ++push) {
     PushStaging staging(&pool, announced, v1::DTYPE_BF16);
     ChunkFrameReader frame = Receive({{0, 0, std::string(2'000'000, 'g')}});
-    staging.Add(frame.chunks()[0]);
+    ASSERT_TRUE(staging.Add(frame.chunks()[0]).ok());
     if (push == 0) staged_at = staging.ranges()[0].bytes.data();
     EXPECT_EQ(staging.ranges()[0].bytes.data(), staged_at) << "push " << push;
   }

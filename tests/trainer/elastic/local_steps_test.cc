@@ -71,7 +71,9 @@ std::string ExpectLossFell(testing::TrainingJob& job, int t) {
   EXPECT_TRUE(log.ok());
   const std::vector<double> losses = StepLosses(log.value_or(""));
   EXPECT_GE(losses.size(), 3u) << log.value_or("");
-  if (losses.size() >= 3) EXPECT_LT(losses.back(), losses.front() - 0.5) << *log;
+  if (losses.size() >= 3) {
+    EXPECT_LT(losses.back(), losses.front() - 0.5) << *log;
+  }
   return log.value_or("");
 }
 
