@@ -42,10 +42,18 @@ float ScaleOf(const char* piece) {
   return scale;
 }
 
-// Decodes a piece's n codes, which follow its scale.
-void DecodePiece(const char* piece, int64_t n, float scale, float* dst) {
+// Decodes a piece's n codes, which follow its scale; returns the first
+// code of -128 (which no encoder writes, and which would take an element
+// past 127 * scale), or n.
+int64_t DecodePiece(const char* piece, int64_t n, float scale, float* dst) {
   const auto* codes = reinterpret_cast<const int8_t*>(piece + sizeof(scale));
-  for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(codes[i]) * scale;
+  bool below = false;
+  for (int64_t i = 0; i < n; ++i) {
+    below = below || codes[i] == -128;
+    dst[i] = static_cast<float>(codes[i]) * scale;
+  }
+  if (!below) return n;
+  return std::find(codes, codes + n, int8_t{-128}) - codes;
 }
 
 }  // namespace
@@ -102,7 +110,10 @@ absl::Status DecodeInt8Blocks(absl::string_view bytes, uint64_t offset, int64_t 
           "int8 block at element %d has scale %g (must be finite, >= 0 and at most %g)",
           offset + done, scale, max_abs / 127.0f));
     }
-    DecodePiece(p, piece, scale, dst + done);
+    if (const int64_t bad = DecodePiece(p, piece, scale, dst + done); bad < piece) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "int8 element %d has code -128 (codes run from -127 to 127)", offset + done + bad));
+    }
     p += sizeof(scale) + piece;
     done += piece;
   }

@@ -38,9 +38,10 @@ void EncodeInt8Blocks(const float* src, uint64_t offset, int64_t n, char* dst);
 absl::StatusOr<int64_t> Int8PayloadElements(uint64_t offset, size_t bytes);
 
 // Decodes a payload of exactly n elements at `offset` into dst.
-// INVALID_ARGUMENT, naming the element, when the size does not match n or a
+// INVALID_ARGUMENT, naming the element, when the size does not match n, a
 // scale is not finite, is negative, or lets an element exceed `max_abs`
-// (127 * scale > max_abs). dst is undefined after an error.
+// (127 * scale > max_abs), or a code is -128 (encoders write -127 to 127,
+// so every element is within 127 * scale). dst is undefined after an error.
 absl::Status DecodeInt8Blocks(absl::string_view bytes, uint64_t offset, int64_t n, float max_abs,
                               float* dst);
 

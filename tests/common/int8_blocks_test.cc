@@ -106,6 +106,12 @@ TEST(Int8BlocksTest, RefusesBadScalesAndShortBlocks) {
     EXPECT_TRUE(absl::IsInvalidArgument(s)) << scale;
     EXPECT_NE(s.message().find("element 256"), std::string::npos) << s.message();
   }
+  // A code of -128, which would reach past 127 * scale.
+  std::string low = good;
+  low[4 + 10] = static_cast<char>(-128);
+  absl::Status s = DecodeInt8Blocks(low, 0, 600, kBound, out.data());
+  EXPECT_TRUE(absl::IsInvalidArgument(s));
+  EXPECT_NE(s.message().find("int8 element 10 has code -128"), std::string::npos) << s.message();
   // Ending inside a scale, or carrying nothing.
   for (size_t cut : {1u, 3u, 4u}) {
     EXPECT_TRUE(absl::IsInvalidArgument(Int8PayloadElements(0, 260 + cut).status())) << cut;

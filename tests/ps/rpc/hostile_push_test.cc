@@ -460,6 +460,11 @@ TEST_F(HostilePushTest, Int8PushesWithBadBlocksChangeNothing) {
     ExpectStatus(SendPush(push), grpc::StatusCode::INVALID_ARGUMENT,
                  "push chunk of partition 0: int8 block at element 512 has scale");
   }
+  // A code of -128, which no encoder writes.
+  std::vector<v1::PushRequest> low = Int8Push("low-code", g, 256);
+  (*low[1].mutable_chunks(0)->mutable_data())[4 + 7] = static_cast<char>(-128);
+  ExpectStatus(SendPush(low), grpc::StatusCode::INVALID_ARGUMENT,
+               "int8 element 263 has code -128");
   // A chunk that ends inside a block's scale: the first one ends at a
   // block border, so 3 bytes more are the start of the next block's scale.
   std::vector<v1::PushRequest> short_block = Int8Push("short-block", g, 256);
