@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 
@@ -27,6 +28,10 @@ struct PayloadRange {
 // What a push stream announced in its first message: elements per
 // partition id. The ranges that arrive must cover exactly these.
 using AnnouncedElements = std::map<uint32_t, uint64_t>;
+
+// Ranges by partition id, ascending, each partition's sorted by offset.
+using RangesByPartition = std::map<uint32_t, std::vector<const PayloadRange*>>;
+RangesByPartition GroupByPartition(const std::vector<PayloadRange>& ranges);
 
 }  // namespace spotps
 

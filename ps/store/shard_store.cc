@@ -27,18 +27,6 @@ struct ShardStore::PartitionState {
 
 namespace {
 
-// Ranges grouped by partition, each group sorted by offset.
-std::map<uint32_t, std::vector<const PayloadRange*>> GroupByPartition(
-    const std::vector<PayloadRange>& ranges) {
-  std::map<uint32_t, std::vector<const PayloadRange*>> groups;
-  for (const PayloadRange& r : ranges) groups[r.partition_id].push_back(&r);
-  for (auto& [id, group] : groups) {
-    std::sort(group.begin(), group.end(),
-              [](const PayloadRange* a, const PayloadRange* b) { return a->offset < b->offset; });
-  }
-  return groups;
-}
-
 StalenessConfig EffectiveStaleness(const ShardOptions& options) {
   StalenessConfig config = options.staleness;
   if (options.staleness_lr_scaling && config.method == StalenessMethod::kNone) {
@@ -186,7 +174,9 @@ ShardStore::ShardStore(const ShardOptions& options, LearningRateSchedule schedul
       optimizer_(options.optimizer),
       staleness_(EffectiveStaleness(options)),
       recent_push_ids_(options.remembered_push_ids),
-      round_buffer_(options.max_round_contributions) {}
+      policy_(MakeUpdatePolicy(UpdatePolicyConfig{staleness_, options.optimizer, options.sync_rounds,
+                                                  options.max_round_contributions},
+                               *this)) {}
 
 ShardStore::~ShardStore() = default;
 
@@ -372,44 +362,35 @@ void ShardStore::Publish(const ModelLayout& layout, PartitionMap map,
 
 absl::StatusOr<ShardState> ShardStore::ExportState() const {
   if (absl::Status s = RequireInitialized(); !s.ok()) return s;
-  // In sync mode a round changes every partition: wait for one in progress,
-  // so that a checkpoint holds whole rounds.
-  absl::MutexLock round_lock(&round_mu_);
-  absl::MutexLock no_push_in_flight(&export_mu_);
   ShardState state;
   state.layout = layout_;
   state.shard_index = options_.shard_index;
   state.num_shards = options_.num_shards;
   state.optimizer_state_slots = optimizer_.state_slots();
   state.partitions.reserve(owned_partitions().size());
-  for (uint32_t id : owned_partitions()) {
-    const PartitionState& p = *partitions_[id];
-    const int64_t n = map_.partitions()[id].num_elements;
-    PartitionSnapshot& snapshot = state.partitions.emplace_back();
-    snapshot.id = id;
-    // Allocated (and faulted in) before locking, so a push waits only for
-    // the copy itself.
-    snapshot.weights.resize(n);
-    snapshot.optimizer_state.assign(state.optimizer_state_slots, std::vector<float>(n));
-    absl::ReaderMutexLock lock(&p.mu);
-    snapshot.version = p.version;
-    std::copy(p.weights.begin(), p.weights.end(), snapshot.weights.begin());
-    for (size_t s = 0; s < p.state.size(); ++s) {
-      std::copy(p.state[s].begin(), p.state[s].end(), snapshot.optimizer_state[s].begin());
+  policy_->WhileNoUpdate([&] {
+    for (uint32_t id : owned_partitions()) {
+      const PartitionState& p = *partitions_[id];
+      const int64_t n = map_.partitions()[id].num_elements;
+      PartitionSnapshot& snapshot = state.partitions.emplace_back();
+      snapshot.id = id;
+      // Allocated (and faulted in) before locking, so a push waits only for
+      // the copy itself.
+      snapshot.weights.resize(n);
+      snapshot.optimizer_state.assign(state.optimizer_state_slots, std::vector<float>(n));
+      absl::ReaderMutexLock lock(&p.mu);
+      snapshot.version = p.version;
+      std::copy(p.weights.begin(), p.weights.end(), snapshot.weights.begin());
+      for (size_t s = 0; s < p.state.size(); ++s) {
+        std::copy(p.state[s].begin(), p.state[s].end(), snapshot.optimizer_state[s].begin());
+      }
     }
-  }
-  state.global_step = global_step_.load();
-  state.recent_push_ids = recent_push_ids_.Snapshot();
-  // Held "avg" pushes are not in the weights: leave their ids out, so the
-  // state's ids are exactly those of pushes it holds.
-  absl::MutexLock held_lock(&average_mu_);
-  if (average_ != nullptr && average_->pushes() > 0) {
-    std::vector<std::string>& ids = state.recent_push_ids;
-    ids.erase(std::remove_if(ids.begin(), ids.end(),
-                             [this](const std::string& id)
-                                 ABSL_NO_THREAD_SAFETY_ANALYSIS { return average_->Holds(id); }),
-              ids.end());
-  }
+    state.global_step = global_step_.load();
+    // Held pushes are not in the weights: leave their ids out, so the
+    // state's ids are exactly those of pushes it holds.
+    state.recent_push_ids = recent_push_ids_.Snapshot();
+    policy_->DropHeld(&state.recent_push_ids);
+  });
   return state;
 }
 
@@ -450,7 +431,8 @@ absl::Status ShardStore::ImportState(ShardState&& state) {
   return absl::OkStatus();
 }
 
-absl::Status ShardStore::ValidateVersions(const std::vector<PayloadRange>& ranges) const {
+absl::Status ShardStore::CheckBaseVersions(const std::vector<PayloadRange>& ranges,
+                                         bool current_only) const {
   for (const auto& [id, group] : GroupByPartition(ranges)) {
     const uint64_t base = group.front()->version;
     for (const PayloadRange* r : group) {
@@ -472,7 +454,7 @@ absl::Status ShardStore::ValidateVersions(const std::vector<PayloadRange>& range
           "(a version from the future: pull again)",
           id, base, current));
     }
-    if (options_.sync_rounds && base != current) {
+    if (current_only && base != current) {
       return absl::AbortedError(absl::StrFormat(
           "push for partition %d is based on version %d, but round %d was applied since (sync "
           "mode takes gradients of the current version only): pull and compute again",
@@ -514,26 +496,9 @@ absl::StatusOr<PushOutcome> ShardStore::Push(absl::string_view push_id, v1::DTyp
       !s.ok()) {
     return reject(s);
   }
-  if (options_.sync_rounds) {
-    absl::StatusOr<PushOutcome> held = HoldForRound(push_id, dtype, ranges, gradient_scale);
-    if (!held.ok()) return reject(held.status());
-    return held;
-  }
-  auto duplicate = [this] {
-    pushes_duplicate_.fetch_add(1, std::memory_order_relaxed);
-    PushOutcome outcome;
-    outcome.duplicate = true;
-    outcome.global_step = global_step_.load();
-    return outcome;
-  };
-  absl::ReaderMutexLock whole_push(&export_mu_);
-  // The id first: a retry of a push that was applied is a duplicate, even
-  // if the partitions have moved on too far for its base versions since.
-  if (recent_push_ids_.Contains(push_id)) return duplicate();
-  if (absl::Status s = ValidateVersions(ranges); !s.ok()) return reject(s);
-  if (!recent_push_ids_.Insert(push_id)) return duplicate();  // A racing twin.
-  if (staleness_.average) return HoldForAverage(push_id, dtype, ranges, gradient_scale);
-  return Apply(dtype, ranges, gradient_scale);
+  absl::StatusOr<PushOutcome> taken = policy_->Take(push_id, dtype, ranges, gradient_scale);
+  if (!taken.ok()) return reject(taken.status());
+  return taken;
 }
 
 AsyncView ShardStore::View(uint64_t staleness, uint64_t updates_done) const {
@@ -555,225 +520,37 @@ void ShardStore::ObserveStaleness(uint64_t staleness) {
                           std::memory_order_relaxed);
 }
 
-float ShardStore::ConfiguredMomentum() const {
-  const OptimizerConfig& c = optimizer_.config();
-  return c.kind == OptimizerKind::kAdamW ? c.beta1 : c.momentum;
-}
-
-size_t ShardStore::AverageTarget() const {
-  if (staleness_.average_pushes > 0) return static_cast<size_t>(staleness_.average_pushes);
-  // Unknown: nobody pushed lately (the count follows pushes within 100 ms),
-  // so this push's client is alone.
-  const int live = live_workers_.load(std::memory_order_relaxed);
-  return live > 0 ? static_cast<size_t>(live) : size_t{1};
-}
-
-size_t ShardStore::held_pushes() const {
-  absl::MutexLock lock(&average_mu_);
-  return average_ == nullptr ? 0 : average_->pushes();
-}
-
-PushOutcome ShardStore::HoldForAverage(absl::string_view push_id, v1::DType dtype,
-                                       const std::vector<PayloadRange>& ranges, float scale) {
-  // One live worker: nothing to average with, so no detour through the
-  // FP32 sums (the transport's hot path when one trainer pushes).
-  if (AverageTarget() == 1 && held_pushes() == 0) return Apply(dtype, ranges, scale);
-  PushOutcome outcome;
-  outcome.averaged_later = true;
-  for (const auto& [id, group] : GroupByPartition(ranges)) {
-    const uint64_t version = *Version(id);
-    const uint64_t staleness = version - group.front()->version;
-    ObserveStaleness(staleness);
-    outcome.partition_ids.push_back(id);
-    outcome.new_versions.push_back(version);
-    outcome.staleness.push_back(staleness);
-  }
-  bool full = false;
-  RoundBuffer::Gradient copy = RoundBuffer::Copy(dtype, ranges, scale);
-  {
-    absl::MutexLock lock(&average_mu_);
-    if (average_ == nullptr) average_ = std::make_unique<PushAverage>(map_.partitions().size());
-    average_->Add(push_id, ranges, std::move(copy), absl::Now());
-    outcome.average_update = averages_taken_ + 1;
-    full = average_->pushes() >= AverageTarget();
-  }
-  // Another push may join before the take, or take this one first: either
-  // way it is in update number average_update.
-  if (full) ApplyHeld(absl::ZeroDuration());
-  outcome.global_step = global_step_.load();
-  return outcome;
-}
+size_t ShardStore::held_pushes() const { return policy_->held_pushes(); }
 
 bool ShardStore::ApplyHeldOlderThan(absl::Duration age) {
-  if (!staleness_.average || !initialized()) return false;
-  absl::ReaderMutexLock whole_push(&export_mu_);
-  return ApplyHeld(age);
-}
-
-bool ShardStore::ApplyHeld(absl::Duration age) {
-  absl::MutexLock in_order(&average_apply_mu_);
-  PushAverage::Batch batch;
-  {
-    absl::MutexLock lock(&average_mu_);
-    if (average_ == nullptr || average_->pushes() == 0 || absl::Now() - average_->oldest() < age) {
-      return false;
-    }
-    batch = average_->Take();
-    averages_taken_ += 1;
-  }
-  ApplyAverage(std::move(batch));
-  absl::MutexLock lock(&average_mu_);
-  averages_applied_ += 1;
-  return true;
+  return initialized() && policy_->ApplyHeldOlderThan(age);
 }
 
 bool ShardStore::WaitForAveragedUpdate(uint64_t update, absl::Time deadline) const {
-  absl::MutexLock lock(&average_mu_);
-  auto applied = [this, update]()
-                     ABSL_NO_THREAD_SAFETY_ANALYSIS { return averages_applied_ >= update; };
-  return average_mu_.AwaitWithDeadline(absl::Condition(&applied), deadline);
-}
-
-void ShardStore::ApplyAverage(PushAverage::Batch batch) {
-  const uint64_t step = global_step_.fetch_add(1);
-  const double lr = schedule_.At(step);
-  const size_t k = AverageTarget();
-  float* state[2] = {nullptr, nullptr};
-  std::vector<float> mean;  // One partition at a time: stays in cache for the optimizer.
-  for (uint32_t id = 0; id < batch.counts.size(); ++id) {
-    const uint32_t count = batch.counts[id];
-    if (count == 0) continue;
-    mean.resize(map_.partitions()[id].num_elements);
-    // Only the elements some push carried take part (push_average.h says why).
-    const std::vector<PushAverage::ElementRun> runs =
-        batch.MeanInto(id, static_cast<int64_t>(mean.size()), mean.data());
-    // The update's base: the contributions' mean base version.
-    const uint64_t base = (batch.base_sum[id] + count / 2) / count;
-    PartitionState& p = *partitions_[id];
-    absl::MutexLock lock(&p.mu);
-    const uint64_t staleness = p.version > base ? p.version - base : 0;
-    const StalenessStep how =
-        PlanStalenessStep(staleness_, lr, ConfiguredMomentum(), View(staleness, step));
-    const float share = staleness_.share_of_k && count < k
-                            ? static_cast<float>(count) / static_cast<float>(k)
-                            : 1.0f;
-    p.version += 1;
-    for (const PushAverage::ElementRun& run : runs) {
-      for (size_t s = 0; s < p.state.size(); ++s) state[s] = p.state[s].data() + run.begin;
-      optimizer_.Apply(p.weights.data() + run.begin, state,
-                       GradientView{v1::DTYPE_FP32, mean.data() + run.begin, share},
-                       run.end - run.begin, static_cast<float>(how.lr), p.version, how.compensation,
-                       how.beta1);
-    }
-  }
-  pushes_applied_.fetch_add(batch.push_ids.size(), std::memory_order_relaxed);
-}
-
-PushOutcome ShardStore::Apply(v1::DType dtype, const std::vector<PayloadRange>& ranges,
-                              float scale) {
-  const uint64_t step = global_step_.fetch_add(1);
-  const double lr = schedule_.At(step);
-  const size_t width = WireBytesPerElement(dtype);
-  PushOutcome outcome;
-  outcome.global_step = step + 1;
-  for (const auto& [id, group] : GroupByPartition(ranges)) {
-    PartitionState& p = *partitions_[id];
-    absl::MutexLock lock(&p.mu);
-    const uint64_t staleness = p.version - group.front()->version;
-    const StalenessStep how =
-        PlanStalenessStep(staleness_, lr, ConfiguredMomentum(), View(staleness, step));
-    p.version += 1;
-    float* state[2] = {nullptr, nullptr};
-    for (const PayloadRange* r : group) {
-      for (size_t s = 0; s < p.state.size(); ++s) state[s] = p.state[s].data() + r->offset;
-      optimizer_.Apply(p.weights.data() + r->offset, state,
-                       GradientView{dtype, r->bytes.data(), scale}, r->bytes.size() / width,
-                       static_cast<float>(how.lr), p.version, how.compensation, how.beta1);
-    }
-    outcome.partition_ids.push_back(id);
-    outcome.new_versions.push_back(p.version);
-    outcome.staleness.push_back(staleness);
-    ObserveStaleness(staleness);
-  }
-  pushes_applied_.fetch_add(1, std::memory_order_relaxed);
-  return outcome;
-}
-
-absl::StatusOr<PushOutcome> ShardStore::HoldForRound(absl::string_view push_id, v1::DType dtype,
-                                                     const std::vector<PayloadRange>& ranges,
-                                                     float scale) {
-  RoundBuffer::Gradient copy = RoundBuffer::Copy(dtype, ranges, scale);  // Before locking.
-  absl::MutexLock lock(&round_mu_);
-  if (absl::Status s = ValidateVersions(ranges); !s.ok()) return s;
-  absl::StatusOr<bool> added = round_buffer_.Add(push_id, std::move(copy));
-  if (!added.ok()) return added.status();
-  PushOutcome outcome;
-  outcome.duplicate = !*added;
-  outcome.deferred = true;
-  outcome.global_step = global_step_.load();
-  if (outcome.duplicate) pushes_duplicate_.fetch_add(1, std::memory_order_relaxed);
-  for (uint32_t id : owned_partitions()) {
-    outcome.partition_ids.push_back(id);
-    outcome.new_versions.push_back(*Version(id));
-    outcome.staleness.push_back(0);
-  }
-  return outcome;
+  return policy_->WaitForAveragedUpdate(update, deadline);
 }
 
 absl::StatusOr<RoundOutcome> ShardStore::ApplyRound(const std::vector<std::string>& push_ids) {
-  if (!options_.sync_rounds) {
-    return absl::FailedPreconditionError(
-        "this shard does not run --consistency=sync: it applies every push on arrival");
-  }
   if (absl::Status s = RequireInitialized(); !s.ok()) return s;
-  if (push_ids.empty() || push_ids.size() > options_.max_round_contributions) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "a round names 1 to %d pushes, got %d", options_.max_round_contributions, push_ids.size()));
-  }
-  std::vector<std::string> sorted = push_ids;
-  std::sort(sorted.begin(), sorted.end());
-  for (size_t i = 0; i < sorted.size(); ++i) {
-    if (sorted[i].empty() || sorted[i].size() > kMaxPushIdLength) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "push ids have 1 to %d bytes, got one of %d", kMaxPushIdLength, sorted[i].size()));
-    }
-    if (i > 0 && sorted[i] == sorted[i - 1]) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("the round names push '", sorted[i], "' twice"));
-    }
-  }
-  absl::MutexLock lock(&round_mu_);
-  RoundOutcome outcome;
-  if (sorted == last_round_) {
-    outcome.already_applied = true;
-    outcome.global_step = global_step_.load();
-    return outcome;
-  }
-  for (const std::string& id : sorted) {
-    if (!round_buffer_.Holds(id)) {
-      return absl::NotFoundError(absl::StrCat(
-          "push '", id, "' is not held by this shard (lost in a restart, or never sent here)"));
-    }
-  }
-  const uint64_t step = global_step_.fetch_add(1);
-  const float lr = static_cast<float>(schedule_.At(step));
-  std::vector<float> mean;
+  return policy_->ApplyRound(push_ids);
+}
+
+PartitionUpdate ShardStore::UpdatePartition(
+    uint32_t id, uint64_t base_version, const std::vector<GradientRun>& runs,
+    const std::function<StalenessStep(uint64_t staleness)>& plan) {
+  PartitionState& p = *partitions_[id];
+  absl::MutexLock lock(&p.mu);
+  PartitionUpdate update;
+  update.staleness = p.version > base_version ? p.version - base_version : 0;
+  const StalenessStep how = plan(update.staleness);
+  update.version = p.version += 1;
   float* state[2] = {nullptr, nullptr};
-  for (uint32_t id : owned_partitions()) {
-    PartitionState& p = *partitions_[id];
-    mean.resize(map_.partitions()[id].num_elements);
-    round_buffer_.MeanInto(sorted, id, static_cast<int64_t>(mean.size()), mean.data());
-    absl::MutexLock plock(&p.mu);
-    p.version += 1;
-    for (size_t s = 0; s < p.state.size(); ++s) state[s] = p.state[s].data();
-    optimizer_.Apply(p.weights.data(), state, GradientView{v1::DTYPE_FP32, mean.data()},
-                     static_cast<int64_t>(mean.size()), lr, p.version);
+  for (const GradientRun& run : runs) {
+    for (size_t s = 0; s < p.state.size(); ++s) state[s] = p.state[s].data() + run.offset;
+    optimizer_.Apply(p.weights.data() + run.offset, state, run.gradient, run.n,
+                     static_cast<float>(how.lr), p.version, how.compensation, how.beta1);
   }
-  pushes_applied_.fetch_add(sorted.size(), std::memory_order_relaxed);
-  round_buffer_.Clear();
-  last_round_ = std::move(sorted);
-  outcome.global_step = step + 1;
-  return outcome;
+  return update;
 }
 
 absl::StatusOr<uint64_t> ShardStore::Read(uint32_t id, v1::DType dtype, std::string* out) const {
@@ -814,6 +591,12 @@ absl::StatusOr<uint64_t> ShardStore::Version(uint32_t id) const {
   return (*p)->version;
 }
 
+uint64_t ShardStore::CurrentVersion(uint32_t id) const {
+  const PartitionState& p = *partitions_[id];
+  absl::ReaderMutexLock lock(&p.mu);
+  return p.version;
+}
+
 double ShardStore::LearningRateNow() const { return schedule_.At(global_step_.load()); }
 
 void ShardStore::CountPull(int64_t bytes_out) {
@@ -844,13 +627,7 @@ void ShardStore::FillStats(v1::StatsResponse* stats) const {
   stats->set_sync(options_.sync_rounds);
   stats->set_staleness_method(options_.sync_rounds ? "sync" : DescribeStaleness(staleness_));
   stats->set_compute_on_fresh_weights(staleness_.fresh);
-  if (staleness_.average && !options_.sync_rounds) {
-    stats->set_average_target(static_cast<uint32_t>(AverageTarget()));
-  }
-  if (options_.sync_rounds) {
-    absl::MutexLock lock(&round_mu_);
-    stats->set_round_contributions(round_buffer_.size());
-  }
+  policy_->FillStats(stats);
   if (!initialized()) return;
   for (uint32_t id : owned_partitions()) {
     v1::PartitionStats* ps = stats->add_partitions();

@@ -19,10 +19,9 @@
 #include "ps/store/learning_rate_schedule.h"
 #include "ps/store/optimizer.h"
 #include "ps/store/payload_range.h"
-#include "ps/store/push_average.h"
 #include "ps/store/recent_push_ids.h"
-#include "ps/store/round_buffer.h"
 #include "ps/store/staleness_method.h"
+#include "ps/store/update_policy.h"
 #include "spotps/v1/parameter_server.pb.h"
 
 namespace spotps {
@@ -44,25 +43,6 @@ struct ShardOptions {
   // applied together by ApplyRound; at most this many are held at once.
   bool sync_rounds = false;
   size_t max_round_contributions = 64;
-};
-
-struct PushOutcome {
-  bool duplicate = false;
-  // Async "avg": held for the next averaged update (acknowledged, not
-  // applied yet; versions and global_step are the current ones), the
-  // `average_update`-th averaged update since the shard started.
-  bool averaged_later = false;
-  uint64_t average_update = 0;
-  bool deferred = false;  // Sync mode: held for the round, not applied yet.
-  uint64_t global_step = 0;
-  std::vector<uint32_t> partition_ids;  // Partitions updated, ascending.
-  std::vector<uint64_t> new_versions;
-  std::vector<uint64_t> staleness;
-};
-
-struct RoundOutcome {
-  bool already_applied = false;  // A retry of the last round: nothing changed.
-  uint64_t global_step = 0;
 };
 
 // One owned partition's complete training state, copied out of a shard or
@@ -106,7 +86,9 @@ absl::Status ValidateShardState(const ShardState& state);
 // once among the last `remembered_push_ids`; the first valid Init wins. In
 // sync mode versions move only by whole rounds: a push must cover every
 // owned partition at its current version, and is held until ApplyRound.
-class ShardStore {
+// When a push is applied, and with what, is its UpdatePolicy's (the
+// consistency mode's) to say.
+class ShardStore : private UpdateTarget {
  public:
   static absl::StatusOr<std::unique_ptr<ShardStore>> Create(const ShardOptions& options);
   ~ShardStore();
@@ -161,8 +143,8 @@ class ShardStore {
   bool initialized() const { return initialized_.load(std::memory_order_acquire); }
   // Valid once initialized().
   const ModelLayout& layout() const { return layout_; }
-  const PartitionMap& partition_map() const { return map_; }
-  const std::vector<uint32_t>& owned_partitions() const;
+  const PartitionMap& partition_map() const override { return map_; }
+  const std::vector<uint32_t>& owned_partitions() const override;
   int64_t owned_elements() const;
 
   // Copies the shard's state. Each partition is copied under its reader lock,
@@ -207,7 +189,7 @@ class ShardStore {
   // Updates applied (pushes, or rounds in sync mode). Bumped before the
   // partitions' versions move, so a reader that sees it change may still
   // read some old versions.
-  uint64_t global_step() const { return global_step_.load(); }
+  uint64_t global_step() const override { return global_step_.load(); }
   // Fills the counters and partition versions of a Stats reply.
   void FillStats(v1::StatsResponse* stats) const;
   void CountPull(int64_t bytes_out);
@@ -225,30 +207,28 @@ class ShardStore {
   absl::Status ValidateRanges(const std::vector<PayloadRange>& ranges, v1::DType dtype,
                               const PartitionMap& map, bool require_full_cover, float max_abs,
                               const AnnouncedElements* announced = nullptr) const;
-  absl::Status ValidateVersions(const std::vector<PayloadRange>& ranges) const;
-  PushOutcome Apply(v1::DType dtype, const std::vector<PayloadRange>& ranges, float scale);
-  // Async "avg": adds a push to the held ones, and applies them all as one
-  // update once there are enough.
-  PushOutcome HoldForAverage(absl::string_view push_id, v1::DType dtype,
-                             const std::vector<PayloadRange>& ranges, float scale)
-      ABSL_SHARED_LOCKS_REQUIRED(export_mu_);
-  // Takes the held pushes, if the oldest waited at least `age`, and applies
-  // them as the next averaged update; false if there was nothing to apply.
-  bool ApplyHeld(absl::Duration age) ABSL_SHARED_LOCKS_REQUIRED(export_mu_);
-  void ApplyAverage(PushAverage::Batch batch) ABSL_SHARED_LOCKS_REQUIRED(export_mu_);
-  // AdamW's beta1 or SGD's momentum, as configured.
-  float ConfiguredMomentum() const;
-  // How many held pushes make an averaged update.
-  size_t AverageTarget() const;
-  // What the staleness method sees for an update of `staleness`.
-  AsyncView View(uint64_t staleness, uint64_t updates_done) const;
-  void ObserveStaleness(uint64_t staleness);
-  absl::StatusOr<PushOutcome> HoldForRound(absl::string_view push_id, v1::DType dtype,
-                                           const std::vector<PayloadRange>& ranges, float scale);
   // Makes a validated model visible to every other method.
   void Publish(const ModelLayout& layout, PartitionMap map,
                std::vector<std::unique_ptr<PartitionState>> partitions)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(init_mu_);
+
+  // UpdateTarget, for policy_.
+  uint64_t BeginUpdate() override { return global_step_.fetch_add(1); }
+  double LearningRateAt(uint64_t step) const override { return schedule_.At(step); }
+  PartitionUpdate UpdatePartition(
+      uint32_t id, uint64_t base_version, const std::vector<GradientRun>& runs,
+      const std::function<StalenessStep(uint64_t staleness)>& plan) override;
+  uint64_t CurrentVersion(uint32_t id) const override;
+  absl::Status CheckBaseVersions(const std::vector<PayloadRange>& ranges,
+                                 bool current_only) const override;
+  RecentPushIds& recent_push_ids() override { return recent_push_ids_; }
+  AsyncView View(uint64_t staleness, uint64_t updates_done) const override;
+  int live_workers() const override { return live_workers_.load(std::memory_order_relaxed); }
+  void ObserveStaleness(uint64_t staleness) override;
+  void CountApplied(uint64_t pushes) override {
+    pushes_applied_.fetch_add(pushes, std::memory_order_relaxed);
+  }
+  void CountDuplicate() override { pushes_duplicate_.fetch_add(1, std::memory_order_relaxed); }
 
   const ShardOptions options_;
   const LearningRateSchedule schedule_;
@@ -262,29 +242,15 @@ class ShardStore {
   std::vector<std::unique_ptr<PartitionState>> partitions_;  // By id; null if not owned.
 
   RecentPushIds recent_push_ids_;
-  // Async pushes hold it shared from the id lookup to the last partition
-  // applied; ExportState holds it exclusively, so a checkpoint holds whole
-  // pushes only, and exactly the ids of those.
-  mutable absl::Mutex export_mu_;
-  // Sync mode: versions change only under round_mu_, so a held push's base
-  // versions stay current until the round that drops it.
-  mutable absl::Mutex round_mu_;
-  RoundBuffer round_buffer_ ABSL_GUARDED_BY(round_mu_);
-  std::vector<std::string> last_round_ ABSL_GUARDED_BY(round_mu_);  // Sorted push ids.
-  // Async "avg": the pushes held for the next averaged update.
-  // average_apply_mu_ (taken before average_mu_) keeps averaged updates
-  // whole and in order: each is taken and applied before the next is taken.
-  absl::Mutex average_apply_mu_;
-  mutable absl::Mutex average_mu_;
-  std::unique_ptr<PushAverage> average_ ABSL_GUARDED_BY(average_mu_);
-  uint64_t averages_taken_ ABSL_GUARDED_BY(average_mu_) = 0;
-  uint64_t averages_applied_ ABSL_GUARDED_BY(average_mu_) = 0;
   std::atomic<int> live_workers_{0};
   std::atomic<double> recent_staleness_{0.0};
   std::atomic<uint64_t> global_step_{0};
   std::atomic<uint64_t> pushes_applied_{0}, pushes_duplicate_{0}, pushes_rejected_{0},
       pushes_too_stale_{0}, pulls_{0}, bytes_in_{0}, bytes_out_{0}, staleness_sum_{0},
       staleness_count_{0}, staleness_max_{0};
+  // Last: it keeps a reference to this store, and its destructor may not
+  // see the members above gone.
+  const std::unique_ptr<UpdatePolicy> policy_;
 };
 
 }  // namespace spotps

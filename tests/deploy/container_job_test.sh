@@ -183,7 +183,10 @@ for i in 1 0; do
   podman stop -t 30 "$c" > /dev/null
   code=$(podman inspect --format '{{.State.ExitCode}}' "$c")
   [ "$code" -eq 0 ] || fail "shard $i's container exited with status $code after SIGTERM"
-  podman logs "$c" 2>&1 | grep -q "got signal 15, shutting down" ||
+  # Read whole first: grep -q stops at its match, and under pipefail the
+  # SIGPIPE that podman logs may then get would fail the check.
+  logs=$(podman logs "$c" 2>&1)
+  grep -q "got signal 15, shutting down" <<< "$logs" ||
     fail "shard $i did not log the SIGTERM it got"
 done
 size_mb=$(sed -n 's/.*(\([0-9]*\) MB).*/\1/p' <<< "$built")

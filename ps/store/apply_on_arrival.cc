@@ -1,0 +1,76 @@
+#include "ps/store/apply_on_arrival.h"
+
+#include "common/tensor_codec.h"
+
+namespace spotps {
+
+ApplyOnArrival::ApplyOnArrival(const StalenessConfig& staleness, const OptimizerConfig& optimizer,
+                               UpdateTarget& target)
+    : staleness_(staleness), optimizer_(optimizer), target_(target) {}
+
+absl::StatusOr<PushOutcome> ApplyOnArrival::Take(absl::string_view push_id, v1::DType dtype,
+                                                 const std::vector<PayloadRange>& ranges,
+                                                 float scale) {
+  auto duplicate = [this] {
+    target_.CountDuplicate();
+    PushOutcome outcome;
+    outcome.duplicate = true;
+    outcome.global_step = target_.global_step();
+    return outcome;
+  };
+  absl::ReaderMutexLock whole_push(&whole_push_mu_);
+  RecentPushIds& ids = target_.recent_push_ids();
+  // The id first: a retry of a push that was applied is a duplicate, even
+  // if the partitions have moved on too far for its base versions since.
+  if (ids.Contains(push_id)) return duplicate();
+  if (absl::Status s = target_.CheckBaseVersions(ranges, /*current_only=*/false); !s.ok()) {
+    return s;
+  }
+  if (!ids.Insert(push_id)) return duplicate();  // A racing twin.
+  return Admit(push_id, dtype, ranges, scale);
+}
+
+void ApplyOnArrival::WhileNoUpdate(const std::function<void()>& copy) {
+  absl::MutexLock no_push_in_flight(&whole_push_mu_);
+  copy();
+}
+
+PushOutcome ApplyOnArrival::Admit(absl::string_view, v1::DType dtype,
+                                  const std::vector<PayloadRange>& ranges, float scale) {
+  return ApplyNow(dtype, ranges, scale);
+}
+
+StalenessStep ApplyOnArrival::Plan(double lr, uint64_t staleness, uint64_t step) const {
+  // AdamW's beta1 or SGD's momentum, as configured.
+  const float momentum =
+      optimizer_.kind == OptimizerKind::kAdamW ? optimizer_.beta1 : optimizer_.momentum;
+  return PlanStalenessStep(staleness_, lr, momentum, target_.View(staleness, step));
+}
+
+PushOutcome ApplyOnArrival::ApplyNow(v1::DType dtype, const std::vector<PayloadRange>& ranges,
+                                     float scale) {
+  const uint64_t step = target_.BeginUpdate();
+  const double lr = target_.LearningRateAt(step);
+  const size_t width = WireBytesPerElement(dtype);
+  auto plan = [&](uint64_t staleness) { return Plan(lr, staleness, step); };
+  PushOutcome outcome;
+  outcome.global_step = step + 1;
+  std::vector<GradientRun> runs;
+  for (const auto& [id, group] : GroupByPartition(ranges)) {
+    runs.clear();
+    for (const PayloadRange* r : group) {
+      runs.push_back(GradientRun{static_cast<int64_t>(r->offset),
+                                 static_cast<int64_t>(r->bytes.size() / width),
+                                 GradientView{dtype, r->bytes.data(), scale}});
+    }
+    const PartitionUpdate update = target_.UpdatePartition(id, group.front()->version, runs, plan);
+    outcome.partition_ids.push_back(id);
+    outcome.new_versions.push_back(update.version);
+    outcome.staleness.push_back(update.staleness);
+    target_.ObserveStaleness(update.staleness);
+  }
+  target_.CountApplied(1);
+  return outcome;
+}
+
+}  // namespace spotps

@@ -1,0 +1,125 @@
+#include "ps/store/averaged_updates.h"
+
+#include <algorithm>
+
+namespace spotps {
+
+size_t AveragedUpdates::Target() const {
+  if (staleness_.average_pushes > 0) return static_cast<size_t>(staleness_.average_pushes);
+  // Unknown: nobody pushed lately (the count follows pushes within 100 ms),
+  // so this push's client is alone.
+  const int live = target_.live_workers();
+  return live > 0 ? static_cast<size_t>(live) : size_t{1};
+}
+
+float AveragedUpdates::ShareOfK(uint32_t, size_t) const { return 1.0f; }
+
+float LocalRounds::ShareOfK(uint32_t count, size_t k) const {
+  return count < k ? static_cast<float>(count) / static_cast<float>(k) : 1.0f;
+}
+
+size_t AveragedUpdates::held_pushes() const {
+  absl::MutexLock lock(&held_mu_);
+  return held_ == nullptr ? 0 : held_->pushes();
+}
+
+void AveragedUpdates::DropHeld(std::vector<std::string>* ids) const {
+  absl::MutexLock lock(&held_mu_);
+  if (held_ == nullptr || held_->pushes() == 0) return;
+  ids->erase(std::remove_if(ids->begin(), ids->end(),
+                            [this](const std::string& id)
+                                ABSL_NO_THREAD_SAFETY_ANALYSIS { return held_->Holds(id); }),
+             ids->end());
+}
+
+void AveragedUpdates::FillStats(v1::StatsResponse* stats) const {
+  stats->set_average_target(static_cast<uint32_t>(Target()));
+}
+
+PushOutcome AveragedUpdates::Admit(absl::string_view push_id, v1::DType dtype,
+                                   const std::vector<PayloadRange>& ranges, float scale) {
+  // One live worker: nothing to average with, so no detour through the
+  // FP32 sums (the transport's hot path when one trainer pushes).
+  if (Target() == 1 && held_pushes() == 0) return ApplyNow(dtype, ranges, scale);
+  PushOutcome outcome;
+  outcome.averaged_later = true;
+  for (const auto& [id, group] : GroupByPartition(ranges)) {
+    const uint64_t version = target_.CurrentVersion(id);
+    const uint64_t staleness = version - group.front()->version;
+    target_.ObserveStaleness(staleness);
+    outcome.partition_ids.push_back(id);
+    outcome.new_versions.push_back(version);
+    outcome.staleness.push_back(staleness);
+  }
+  bool full = false;
+  RoundBuffer::Gradient copy = RoundBuffer::Copy(dtype, ranges, scale);
+  {
+    absl::MutexLock lock(&held_mu_);
+    if (held_ == nullptr) {
+      held_ = std::make_unique<PushAverage>(target_.partition_map().partitions().size());
+    }
+    held_->Add(push_id, ranges, std::move(copy), absl::Now());
+    outcome.average_update = taken_ + 1;
+    full = held_->pushes() >= Target();
+  }
+  // Another push may join before the take, or take this one first: either
+  // way it is in update number average_update.
+  if (full) ApplyHeld(absl::ZeroDuration());
+  outcome.global_step = target_.global_step();
+  return outcome;
+}
+
+bool AveragedUpdates::ApplyHeldOlderThan(absl::Duration age) {
+  absl::ReaderMutexLock whole_push(&whole_push_mu_);
+  return ApplyHeld(age);
+}
+
+bool AveragedUpdates::ApplyHeld(absl::Duration age) {
+  absl::MutexLock in_order(&apply_mu_);
+  PushAverage::Batch batch;
+  {
+    absl::MutexLock lock(&held_mu_);
+    if (held_ == nullptr || held_->pushes() == 0 || absl::Now() - held_->oldest() < age) {
+      return false;
+    }
+    batch = held_->Take();
+    taken_ += 1;
+  }
+  ApplyAverage(std::move(batch));
+  absl::MutexLock lock(&held_mu_);
+  applied_ += 1;
+  return true;
+}
+
+bool AveragedUpdates::WaitForAveragedUpdate(uint64_t update, absl::Time deadline) const {
+  absl::MutexLock lock(&held_mu_);
+  auto applied = [this, update]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return applied_ >= update; };
+  return held_mu_.AwaitWithDeadline(absl::Condition(&applied), deadline);
+}
+
+void AveragedUpdates::ApplyAverage(PushAverage::Batch batch) {
+  const uint64_t step = target_.BeginUpdate();
+  const double lr = target_.LearningRateAt(step);
+  const size_t k = Target();
+  auto plan = [&](uint64_t staleness) { return Plan(lr, staleness, step); };
+  std::vector<float> mean;  // One partition at a time: stays in cache for the optimizer.
+  std::vector<GradientRun> runs;
+  for (uint32_t id = 0; id < batch.counts.size(); ++id) {
+    const uint32_t count = batch.counts[id];
+    if (count == 0) continue;
+    mean.resize(target_.partition_map().partitions()[id].num_elements);
+    const float share = ShareOfK(count, k);
+    runs.clear();
+    // Only the elements some push carried take part (push_average.h says why).
+    for (const PushAverage::ElementRun& run :
+         batch.MeanInto(id, static_cast<int64_t>(mean.size()), mean.data())) {
+      runs.push_back(GradientRun{run.begin, run.end - run.begin,
+                                 GradientView{v1::DTYPE_FP32, mean.data() + run.begin, share}});
+    }
+    // The update's base: the contributions' mean base version.
+    target_.UpdatePartition(id, (batch.base_sum[id] + count / 2) / count, runs, plan);
+  }
+  target_.CountApplied(batch.push_ids.size());
+}
+
+}  // namespace spotps

@@ -1,0 +1,70 @@
+// AveragedUpdates: async "avg" and "fresh", pushes held and applied k at a
+// time as the mean of what they carried.
+#ifndef SPOTPS_PS_STORE_AVERAGED_UPDATES_H_
+#define SPOTPS_PS_STORE_AVERAGED_UPDATES_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "ps/store/apply_on_arrival.h"
+#include "ps/store/push_average.h"
+
+namespace spotps {
+
+// Owns the held pushes (a PushAverage) and the count of averaged updates.
+// Promises: a held push joins exactly one averaged update; updates are
+// applied whole and in the order of their numbers; k is
+// staleness.average_pushes, or the live workers when that is 0.
+class AveragedUpdates : public ApplyOnArrival {
+ public:
+  using ApplyOnArrival::ApplyOnArrival;
+
+  void DropHeld(std::vector<std::string>* ids) const override;
+  void FillStats(v1::StatsResponse* stats) const override;
+  bool ApplyHeldOlderThan(absl::Duration age) override;
+  bool WaitForAveragedUpdate(uint64_t update, absl::Time deadline) const override;
+  size_t held_pushes() const override;
+
+ protected:
+  PushOutcome Admit(absl::string_view push_id, v1::DType dtype,
+                    const std::vector<PayloadRange>& ranges, float scale) override
+      ABSL_SHARED_LOCKS_REQUIRED(whole_push_mu_);
+  // The factor an update holding `count` of its `k` pushes applies their
+  // mean with: 1 here; LocalRounds makes it count / k.
+  virtual float ShareOfK(uint32_t count, size_t k) const;
+
+ private:
+  // How many held pushes make an averaged update.
+  size_t Target() const;
+  // Takes the held pushes, if the oldest waited at least `age`, and applies
+  // them as the next averaged update; false if there was nothing to apply.
+  bool ApplyHeld(absl::Duration age) ABSL_SHARED_LOCKS_REQUIRED(whole_push_mu_);
+  void ApplyAverage(PushAverage::Batch batch) ABSL_SHARED_LOCKS_REQUIRED(whole_push_mu_);
+
+  // apply_mu_ (taken before held_mu_) keeps averaged updates whole and in
+  // order: each is taken and applied before the next is taken.
+  absl::Mutex apply_mu_;
+  mutable absl::Mutex held_mu_;
+  std::unique_ptr<PushAverage> held_ ABSL_GUARDED_BY(held_mu_);
+  uint64_t taken_ ABSL_GUARDED_BY(held_mu_) = 0;
+  uint64_t applied_ ABSL_GUARDED_BY(held_mu_) = 0;
+};
+
+// local:H: each trainer's round ends in one push of its pseudo-gradient,
+// averaged like "fresh" pushes. An update that holds fewer pushes than the
+// k it waited for applies their sum / k rather than their mean, so a
+// trainer whose round ended apart from the others' moves the weights by
+// its 1/k share of a round, as it would inside the round's mean.
+class LocalRounds : public AveragedUpdates {
+ public:
+  using AveragedUpdates::AveragedUpdates;
+
+ protected:
+  float ShareOfK(uint32_t count, size_t k) const override;
+};
+
+}  // namespace spotps
+
+#endif  // SPOTPS_PS_STORE_AVERAGED_UPDATES_H_
