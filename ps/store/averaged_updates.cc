@@ -14,10 +14,6 @@ size_t AveragedUpdates::Target() const {
 
 float AveragedUpdates::ShareOfK(uint32_t, size_t) const { return 1.0f; }
 
-float LocalRounds::ShareOfK(uint32_t count, size_t k) const {
-  return count < k ? static_cast<float>(count) / static_cast<float>(k) : 1.0f;
-}
-
 size_t AveragedUpdates::held_pushes() const {
   absl::MutexLock lock(&held_mu_);
   return held_ == nullptr ? 0 : held_->pushes();

@@ -32,7 +32,7 @@ class AveragedUpdates : public ApplyOnArrival {
                     const std::vector<PayloadRange>& ranges, float scale) override
       ABSL_SHARED_LOCKS_REQUIRED(whole_push_mu_);
   // The factor an update holding `count` of its `k` pushes applies their
-  // mean with: 1 here; LocalRounds makes it count / k.
+  // mean with: 1 here (LocalRounds, local_rounds.h, has its own).
   virtual float ShareOfK(uint32_t count, size_t k) const;
 
  private:
@@ -50,19 +50,6 @@ class AveragedUpdates : public ApplyOnArrival {
   std::unique_ptr<PushAverage> held_ ABSL_GUARDED_BY(held_mu_);
   uint64_t taken_ ABSL_GUARDED_BY(held_mu_) = 0;
   uint64_t applied_ ABSL_GUARDED_BY(held_mu_) = 0;
-};
-
-// local:H: each trainer's round ends in one push of its pseudo-gradient,
-// averaged like "fresh" pushes. An update that holds fewer pushes than the
-// k it waited for applies their sum / k rather than their mean, so a
-// trainer whose round ended apart from the others' moves the weights by
-// its 1/k share of a round, as it would inside the round's mean.
-class LocalRounds : public AveragedUpdates {
- public:
-  using AveragedUpdates::AveragedUpdates;
-
- protected:
-  float ShareOfK(uint32_t count, size_t k) const override;
 };
 
 }  // namespace spotps

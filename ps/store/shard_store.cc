@@ -174,9 +174,10 @@ ShardStore::ShardStore(const ShardOptions& options, LearningRateSchedule schedul
       optimizer_(options.optimizer),
       staleness_(EffectiveStaleness(options)),
       recent_push_ids_(options.remembered_push_ids),
-      policy_(MakeUpdatePolicy(UpdatePolicyConfig{staleness_, options.optimizer, options.sync_rounds,
-                                                  options.max_round_contributions},
-                               *this)) {}
+      policy_(
+          MakeUpdatePolicy(UpdatePolicyConfig{staleness_, options.optimizer, options.sync_rounds,
+                                              options.max_round_contributions},
+                           *this)) {}
 
 ShardStore::~ShardStore() = default;
 
@@ -432,7 +433,7 @@ absl::Status ShardStore::ImportState(ShardState&& state) {
 }
 
 absl::Status ShardStore::CheckBaseVersions(const std::vector<PayloadRange>& ranges,
-                                         bool current_only) const {
+                                           bool current_only) const {
   for (const auto& [id, group] : GroupByPartition(ranges)) {
     const uint64_t base = group.front()->version;
     for (const PayloadRange* r : group) {

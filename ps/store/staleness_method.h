@@ -53,10 +53,8 @@ struct StalenessConfig {
   // update, staleness 0 while the workers keep pace. Nothing acknowledged is
   // lost in a crash, since a push is acknowledged only once applied.
   bool fresh = false;
-  // Local mode's pseudo-gradients: an update that holds fewer pushes than
-  // the k it waited for applies their sum / k rather than their mean, so a
-  // trainer whose round ended apart from the others' moves the weights by
-  // its 1/k share of a round, as it would inside the round's mean.
+  // Local mode's pseudo-gradients (with "avg": LocalRounds): an update that
+  // holds fewer pushes than the k it waited for applies their sum / k.
   bool share_of_k = false;
   // "warmup": the step size ramps up linearly over warmup_steps_per_worker
   // times the live workers' count of updates (on top of the schedule).

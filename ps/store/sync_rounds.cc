@@ -13,8 +13,7 @@ SyncRounds::SyncRounds(size_t max_round_contributions, UpdateTarget& target)
       held_(max_round_contributions) {}
 
 absl::StatusOr<PushOutcome> SyncRounds::Take(absl::string_view push_id, v1::DType dtype,
-                                             const std::vector<PayloadRange>& ranges,
-                                             float scale) {
+                                             const std::vector<PayloadRange>& ranges, float scale) {
   RoundBuffer::Gradient copy = RoundBuffer::Copy(dtype, ranges, scale);  // Before locking.
   absl::MutexLock lock(&mu_);
   if (absl::Status s = target_.CheckBaseVersions(ranges, /*current_only=*/true); !s.ok()) return s;
@@ -47,8 +46,8 @@ void SyncRounds::FillStats(v1::StatsResponse* stats) const {
 absl::StatusOr<std::vector<std::string>> SyncRounds::SortedRound(
     const std::vector<std::string>& push_ids) const {
   if (push_ids.empty() || push_ids.size() > max_round_contributions_) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "a round names 1 to %d pushes, got %d", max_round_contributions_, push_ids.size()));
+    return absl::InvalidArgumentError(absl::StrFormat("a round names 1 to %d pushes, got %d",
+                                                      max_round_contributions_, push_ids.size()));
   }
   std::vector<std::string> sorted = push_ids;
   std::sort(sorted.begin(), sorted.end());

@@ -2,6 +2,7 @@
 
 #include "ps/store/apply_on_arrival.h"
 #include "ps/store/averaged_updates.h"
+#include "ps/store/local_rounds.h"
 #include "ps/store/sync_rounds.h"
 
 namespace spotps {
