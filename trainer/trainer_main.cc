@@ -66,6 +66,9 @@ ABSL_FLAG(std::string, push_dtype, "",
           "Wire type of pushed gradients: fp32, bf16, or int8 (blockwise, one scale per 256 "
           "elements, with error feedback kept by this trainer; about half of bf16's bytes; "
           "pushed after backward, not during it). Empty: the compute dtype's.");
+ABSL_FLAG(bool, int8_error_feedback, true,
+          "With --push_dtype=int8: add what a push's int8 codes could not carry to the next "
+          "push. false drops it every push: only to measure what error feedback is worth.");
 ABSL_FLAG(int64_t, first_step_batch, 1,
           "Join ramp: train the first unit in two steps, its first N sequences and then the "
           "rest, so that a newly started worker pushes its first gradient after a short step "
@@ -248,6 +251,7 @@ absl::StatusOr<spotps::TrainingOptions> OptionsFromFlags(const spotps::TrainingD
                    : d == "bf16" ? spotps::v1::DTYPE_BF16
                                  : spotps::v1::DTYPE_FP32;
   }
+  o.int8_error_feedback = absl::GetFlag(FLAGS_int8_error_feedback);
   o.first_step_batch = absl::GetFlag(FLAGS_first_step_batch);
   o.transfer_nice = absl::GetFlag(FLAGS_transfer_nice);
   o.inner.lr = static_cast<float>(absl::GetFlag(FLAGS_inner_lr));

@@ -13,6 +13,9 @@
 //   local:H      local steps: H inner AdamW steps (lr --lr) per push, the
 //                shard's default outer optimizer (Nesterov SGD, lr 0.7)
 //   MODE/int8    any of these with int8 pushes (--push_dtype=int8)
+//   MODE/int8-nofeedback  int8 pushes that drop their rounding error every
+//                push (--int8_error_feedback=false): a bound on what
+//                losing the residual at a preemption can cost
 // Each job also reports the bytes the shard moved (in and out) per token.
 // Last line: convergence: async_vs_sync=R wall_vs_sync=W, from the largest
 // configuration run (the `small` model with 4 trainers when requested):
@@ -52,7 +55,8 @@ ABSL_FLAG(std::string, models, "tiny", "Model presets, comma-separated (tiny,sma
 ABSL_FLAG(std::string, trainers, "4", "Trainer counts, comma-separated (2,4).");
 ABSL_FLAG(std::string, modes, "async,async_lr,async_dc,ssp:2,sync",
           "Modes, comma-separated: async, async_lr, async_dc, async:SPEC (any "
-          "--staleness_method), ssp:S, sync, local:H; MODE/int8: with int8 pushes.");
+          "--staleness_method), ssp:S, sync, local:H; MODE/int8: with int8 pushes; "
+          "MODE/int8-nofeedback: without their error feedback.");
 ABSL_FLAG(int64_t, units, 160, "Token budget in work units (one trainer step each).");
 ABSL_FLAG(int64_t, batch, 16, "Sequences per step.");
 ABSL_FLAG(int64_t, seq_len, 128, "Tokens per sequence.");
@@ -136,6 +140,7 @@ absl::StatusOr<double> FinalValLoss(const std::string& addresses, const std::str
 // Trainer i's flags but --ps.
 std::vector<std::string> TrainerFlags(const std::string& model, const std::string& mode,
                                       const std::string& tokens, int i) {
+  const std::string dtype = SplitMode(mode).second;
   return {"--model=" + model,
           "--data=" + tokens,
           absl::StrCat("--batch=", absl::GetFlag(FLAGS_batch)),
@@ -145,7 +150,8 @@ std::vector<std::string> TrainerFlags(const std::string& model, const std::strin
           "--log_every=0",
           "--eval_batches=0",
           absl::StrCat("--inner_lr=", absl::GetFlag(FLAGS_lr)),
-          "--push_dtype=" + SplitMode(mode).second};
+          "--push_dtype=" + dtype.substr(0, dtype.find('-')),
+          std::string("--int8_error_feedback=") + (dtype == "int8-nofeedback" ? "false" : "true")};
 }
 
 // Waits for every trainer to exit 0 by the job's timeout; an error names
@@ -268,6 +274,14 @@ int Run() {
   }
   auto data = OpenTrainingData(tokens, TokenFileFormat::kSpotps);
   if (!data.ok()) return std::fprintf(stderr, "%s\n", data.status().ToString().c_str()), 1;
+  for (const std::string& mode : List(absl::GetFlag(FLAGS_modes))) {
+    const std::string dtype = SplitMode(mode).second;
+    if (!dtype.empty() && dtype != "int8" && dtype != "int8-nofeedback") {
+      return std::fprintf(stderr, "bad --modes entry '%s': after '/', int8 or int8-nofeedback\n",
+                          mode.c_str()),
+             2;
+    }
+  }
   const int64_t units = absl::GetFlag(FLAGS_units);
   std::printf("spotps-bench-convergence: %lld units of %lld x %lld tokens per job, lr %g, %s\n",
               static_cast<long long>(units), static_cast<long long>(absl::GetFlag(FLAGS_batch)),

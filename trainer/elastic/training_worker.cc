@@ -125,7 +125,7 @@ TrainingWorker::TrainingWorker(Cluster* cluster, std::unique_ptr<TrainableModel>
       local_steps_(work.membership != nullptr ? work.membership->local_steps() : 0),
       gradient_(binding_.layout().total_elements(), 0.0f),
       backward_push_(std::make_unique<BackwardPush>(binding_, cluster->partition_map())) {
-  if (push_dtype_ == v1::DTYPE_INT8) {
+  if (push_dtype_ == v1::DTYPE_INT8 && options.int8_error_feedback) {
     int8_feedback_ = std::make_unique<Int8ErrorFeedback>(cluster->partition_map());
   }
 }

@@ -78,6 +78,9 @@ struct TrainingOptions {
   // int8 could not carry is added to the next gradient (error feedback,
   // Int8ErrorFeedback); pulls stay in dtype's type.
   v1::DType push_dtype = v1::DTYPE_UNSPECIFIED;
+  // false: no error feedback with int8 pushes; each push's rounding error
+  // is dropped. For measuring what the feedback is worth.
+  bool int8_error_feedback = true;
   // Join ramp: the worker's first unit is trained in two steps, its first
   // `first_step_batch` sequences and then the rest, so that a newly started
   // worker's first gradient reaches the shards after a short step. Each
