@@ -90,12 +90,20 @@ absl::Status PushStaging::AddInt8(const ChunkView& chunk) {
   };
   absl::StatusOr<int64_t> n = Int8PayloadElements(chunk.offset, chunk.payload_bytes);
   if (!n.ok()) return refuse(n.status());
-  int8_payload_.resize(chunk.payload_bytes);
-  chunk.CopyPayload(int8_payload_.data());
+  // A payload in one slice (the usual case) decodes in place; one split
+  // across slices is gathered first, since scales and codes may straddle.
+  absl::string_view payload;
+  if (chunk.pieces.size() == 1) {
+    payload = chunk.pieces[0];
+  } else {
+    int8_payload_.resize(chunk.payload_bytes);
+    chunk.CopyPayload(int8_payload_.data());
+    payload = int8_payload_;
+  }
   const size_t bytes = static_cast<size_t>(*n) * sizeof(float);
   char* dst = Reserve(chunk.partition_id, bytes);
   // A scale within kMaxGradientMagnitude / 127 bounds every element.
-  absl::Status decoded = DecodeInt8Blocks(int8_payload_, chunk.offset, *n, kMaxGradientMagnitude,
+  absl::Status decoded = DecodeInt8Blocks(payload, chunk.offset, *n, kMaxGradientMagnitude,
                                           reinterpret_cast<float*>(dst));
   if (!decoded.ok()) return refuse(decoded);
   ranges_.push_back(PayloadRange{chunk.partition_id, chunk.offset, absl::string_view(dst, bytes),

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "common/int8_blocks.h"
+
 namespace spotps {
 namespace {
 
@@ -90,6 +92,40 @@ TEST(PushStagingTest, ChecksTheGradientBoundAcrossCopyWindowsAndSlices) {
     ASSERT_TRUE(staging.Add(frame.chunks()[0]).ok());
     EXPECT_EQ(std::string(staging.ranges()[0].bytes), payload) << "NaN at " << bad;
     EXPECT_EQ(staging.ranges()[0].within_gradient_bound, bad < 0) << "NaN at " << bad;
+  }
+}
+
+// An int8 chunk is staged as the FP32 values its blocks decode to, whether
+// its payload arrives in one slice or cut inside a scale and a block.
+TEST(PushStagingTest, DecodesInt8ChunksInOneSliceOrSeveral) {
+  const int64_t n = 1000;  // Blocks of 256, the last one short.
+  const uint64_t offset = 512;
+  std::vector<float> values(n);
+  for (int64_t i = 0; i < n; ++i) values[i] = static_cast<float>((i * 37) % 101 - 50) / 7.0f;
+  std::string payload(Int8PayloadBytes(offset, n), '\0');
+  EncodeInt8Blocks(values.data(), offset, n, payload.data());
+  std::vector<float> expected(n);
+  RoundTripInt8Blocks(values.data(), offset, n, expected.data());
+  for (size_t cut_at : {size_t{0}, size_t{2}, size_t{300}}) {  // 0: one slice.
+    ChunkFrameWriter writer("", kPushChunksField, {{0, offset, 1, payload.size()}});
+    std::memcpy(writer.payload(0), payload.data(), payload.size());
+    std::vector<grpc::Slice> slices;
+    ASSERT_TRUE(writer.Take().Dump(&slices).ok());
+    const std::string flat(reinterpret_cast<const char*>(slices[0].begin()), slices[0].size());
+    const size_t split = cut_at == 0 ? flat.size() : flat.size() - payload.size() + cut_at;
+    std::vector<grpc::Slice> cut = {grpc::Slice(flat.data(), split)};
+    if (split < flat.size()) cut.emplace_back(flat.data() + split, flat.size() - split);
+    grpc::ByteBuffer buffer(cut.data(), cut.size());
+    ChunkFrameReader frame;
+    ASSERT_TRUE(frame.Parse(&buffer, kPushChunksField));
+    ASSERT_EQ(frame.chunks()[0].pieces.size(), cut_at == 0 ? 1u : 2u);
+    StagingPool pool;
+    PushStaging staging(&pool, {{0, static_cast<uint64_t>(n)}}, v1::DTYPE_INT8);
+    ASSERT_TRUE(staging.Add(frame.chunks()[0]).ok()) << "cut at " << cut_at;
+    ASSERT_EQ(staging.ranges()[0].bytes.size(), n * sizeof(float));
+    std::vector<float> staged(n);
+    std::memcpy(staged.data(), staging.ranges()[0].bytes.data(), n * sizeof(float));
+    EXPECT_EQ(staged, expected) << "cut at " << cut_at;
   }
 }
 
