@@ -21,6 +21,11 @@ const std::string& Directory() {
     auto* d = new std::string(absl::StrCat(std::filesystem::temp_directory_path().string(),
                                            "/spotps-fuzz-ckpt.", getpid()));
     std::filesystem::create_directories(*d);
+    // libFuzzer ends a run with exit(): leave no directory behind.
+    std::atexit([] {
+      std::error_code ignored;
+      std::filesystem::remove_all(Directory(), ignored);
+    });
     return d;
   }();
   return *dir;
