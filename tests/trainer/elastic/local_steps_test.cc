@@ -13,6 +13,7 @@
 #include <iostream>
 #include <regex>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/cluster.h"
 #include "common/atomic_file.h"
@@ -131,11 +132,11 @@ double BytesPerElement(testing::TrainingJob& job, int shard) {
          static_cast<double>((*stats)[shard].pushes_applied() * elements);
 }
 
-// Int8 pushes (--push_dtype=int8) in local mode, where they matter most, and
-// in the shards' default mode: about a byte per element instead of BF16's
-// two, every unit committed once, and the loss still falls.
+// Int8 pushes (--push_dtype=int8) in local mode, where they matter most, in
+// the shards' default mode and in sync rounds: about a byte per element
+// instead of BF16's two, every unit committed once, and the loss still falls.
 TEST(LocalStepsTest, Int8PushesCarryAboutAByteAnElementAndTrain) {
-  for (const std::string consistency : {"local:4", "async"}) {
+  for (const std::string consistency : {"local:4", "async", "sync"}) {
     SCOPED_TRACE(consistency);
     constexpr int kUnits = 48;
     testing::TempDir dir;
@@ -143,7 +144,7 @@ TEST(LocalStepsTest, Int8PushesCarryAboutAByteAnElementAndTrain) {
     ASSERT_TRUE(tokens.ok()) << tokens.status();
     testing::JobOptions options = LocalJobOptions(kUnits, kLocalSteps);
     options.consistency = consistency;
-    options.default_optimizer = consistency != "async";
+    options.default_optimizer = absl::StartsWith(consistency, "local:");
     options.trainer_flags.push_back("--push_dtype=int8");
     testing::TrainingJob job(dir.path() + "/job", *tokens, options);
     RunToTheEnd(job, kUnits);
