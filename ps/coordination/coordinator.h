@@ -14,6 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/consistency.h"
 #include "common/work_limits.h"
 #include "ps/coordination/lease_table.h"
 #include "ps/coordination/sync_round.h"
@@ -21,19 +22,6 @@
 #include "spotps/v1/coordinator.pb.h"
 
 namespace spotps {
-
-// How trainers are paced (--consistency).
-struct Consistency {
-  v1::Consistency mode = v1::CONSISTENCY_ASYNC;
-  // SSP: a worker may be at most this many units ahead of the slowest live one.
-  int64_t ssp_bound = 0;
-  // Local: units a worker trains with its own optimizer per push (H).
-  int64_t local_steps = 0;
-};
-
-// "async", "ssp:S" (S >= 0), "sync" or "local:H" (1 <= H <= kMaxLocalSteps).
-absl::StatusOr<Consistency> ParseConsistency(absl::string_view mode);
-std::string ConsistencyName(const Consistency& c);
 
 struct CoordinatorOptions {
   DispatchConfig dispatch;

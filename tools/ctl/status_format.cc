@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/consistency.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
@@ -138,19 +139,12 @@ std::string WorkersTable(const v1::ProgressResponse& p) {
   return FormatTable(rows);
 }
 
-// "async", "ssp:S", "sync" or "local:H", as spotps-ps --consistency
-// spells it.
 std::string ConsistencyOf(const v1::ProgressResponse& p) {
-  switch (p.consistency()) {
-    case v1::CONSISTENCY_SSP:
-      return absl::StrCat("ssp:", p.ssp_bound());
-    case v1::CONSISTENCY_LOCAL:
-      return absl::StrCat("local:", p.local_steps());
-    case v1::CONSISTENCY_SYNC:
-      return "sync";
-    default:
-      return "async";
-  }
+  Consistency c;
+  c.mode = p.consistency();
+  c.ssp_bound = static_cast<int64_t>(p.ssp_bound());
+  c.local_steps = p.local_steps();
+  return ConsistencyName(c);
 }
 
 std::string SyncRoundsText(const v1::ProgressResponse& p) {
