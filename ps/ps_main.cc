@@ -99,6 +99,11 @@ ABSL_FLAG(std::string, consistency, "async",
           "momentum 0.9).");
 ABSL_FLAG(uint64_t, max_round_contributions, 64,
           "Sync mode: most gradients a shard holds for one round (at least the trainers).");
+ABSL_FLAG(int, apply_threads, 0,
+          "Threads that apply one update's partitions side by side, so that an update every "
+          "trainer waits for (fresh, sync, local) takes less time where the shard has idle "
+          "cores; while another update holds them, an update applies on its RPC thread alone. "
+          "0: one per core, at most 8; 1: always on the RPC thread.");
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "Where this shard keeps its checkpoints; restores the newest intact one at start.");
 ABSL_FLAG(double, checkpoint_every_s, 0,
@@ -174,6 +179,11 @@ absl::StatusOr<spotps::ShardOptions> OptionsFromFlags() {
   o.max_staleness = absl::GetFlag(FLAGS_max_staleness);
   o.sync_rounds = consistency->mode == spotps::v1::CONSISTENCY_SYNC;
   o.max_round_contributions = absl::GetFlag(FLAGS_max_round_contributions);
+  const int apply_threads = absl::GetFlag(FLAGS_apply_threads);
+  if (apply_threads < 0 || apply_threads > 256) {
+    return absl::InvalidArgumentError("--apply_threads must be in [0, 256]");
+  }
+  o.apply_threads = static_cast<size_t>(apply_threads);
   return o;
 }
 

@@ -55,19 +55,25 @@ PushOutcome ApplyOnArrival::ApplyNow(v1::DType dtype, const std::vector<PayloadR
   auto plan = [&](uint64_t staleness) { return Plan(lr, staleness, step); };
   PushOutcome outcome;
   outcome.global_step = step + 1;
-  std::vector<GradientRun> runs;
-  for (const auto& [id, group] : GroupByPartition(ranges)) {
-    runs.clear();
+  const RangesByPartition by_partition = GroupByPartition(ranges);
+  std::vector<const RangesByPartition::value_type*> groups;
+  for (const auto& entry : by_partition) groups.push_back(&entry);
+  std::vector<PartitionUpdate> updates(groups.size());
+  target_.ForEachPartition(groups.size(), [&](size_t i, size_t) {
+    const auto& [id, group] = *groups[i];
+    std::vector<GradientRun> runs;
     for (const PayloadRange* r : group) {
       runs.push_back(GradientRun{static_cast<int64_t>(r->offset),
                                  static_cast<int64_t>(r->bytes.size() / width),
                                  GradientView{dtype, r->bytes.data(), scale}});
     }
-    const PartitionUpdate update = target_.UpdatePartition(id, group.front()->version, runs, plan);
-    outcome.partition_ids.push_back(id);
-    outcome.new_versions.push_back(update.version);
-    outcome.staleness.push_back(update.staleness);
-    target_.ObserveStaleness(update.staleness);
+    updates[i] = target_.UpdatePartition(id, group.front()->version, runs, plan);
+  });
+  for (size_t i = 0; i < groups.size(); ++i) {
+    outcome.partition_ids.push_back(groups[i]->first);
+    outcome.new_versions.push_back(updates[i].version);
+    outcome.staleness.push_back(updates[i].staleness);
+    target_.ObserveStaleness(updates[i].staleness);
   }
   target_.CountApplied(1);
   return outcome;

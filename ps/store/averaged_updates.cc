@@ -98,14 +98,20 @@ void AveragedUpdates::ApplyAverage(PushAverage::Batch batch) {
   const double lr = target_.LearningRateAt(step);
   const size_t k = Target();
   auto plan = [&](uint64_t staleness) { return Plan(lr, staleness, step); };
-  std::vector<float> mean;  // One partition at a time: stays in cache for the optimizer.
-  std::vector<GradientRun> runs;
+  std::vector<uint32_t> ids;
   for (uint32_t id = 0; id < batch.counts.size(); ++id) {
+    if (batch.counts[id] != 0) ids.push_back(id);
+  }
+  // A lane's mean holds one partition at a time: it stays in cache for the
+  // optimizer.
+  std::vector<std::vector<float>> means(target_.apply_lanes());
+  target_.ForEachPartition(ids.size(), [&](size_t i, size_t lane) {
+    const uint32_t id = ids[i];
     const uint32_t count = batch.counts[id];
-    if (count == 0) continue;
+    std::vector<float>& mean = means[lane];
     mean.resize(target_.partition_map().partitions()[id].num_elements);
     const float share = ShareOfK(count, k);
-    runs.clear();
+    std::vector<GradientRun> runs;
     // Only the elements some push carried take part (push_average.h says why).
     for (const PushAverage::ElementRun& run :
          batch.MeanInto(id, static_cast<int64_t>(mean.size()), mean.data())) {
@@ -114,7 +120,7 @@ void AveragedUpdates::ApplyAverage(PushAverage::Batch batch) {
     }
     // The update's base: the contributions' mean base version.
     target_.UpdatePartition(id, (batch.base_sum[id] + count / 2) / count, runs, plan);
-  }
+  });
   target_.CountApplied(batch.push_ids.size());
 }
 

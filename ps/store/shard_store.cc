@@ -174,6 +174,7 @@ ShardStore::ShardStore(const ShardOptions& options, LearningRateSchedule schedul
       optimizer_(options.optimizer),
       staleness_(EffectiveStaleness(options)),
       recent_push_ids_(options.remembered_push_ids),
+      lanes_(options.apply_threads),
       policy_(
           MakeUpdatePolicy(UpdatePolicyConfig{staleness_, options.optimizer, options.sync_rounds,
                                               options.max_round_contributions},

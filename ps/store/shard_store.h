@@ -18,6 +18,7 @@
 #include "common/partition_map.h"
 #include "ps/store/learning_rate_schedule.h"
 #include "ps/store/optimizer.h"
+#include "ps/store/partition_lanes.h"
 #include "ps/store/payload_range.h"
 #include "ps/store/recent_push_ids.h"
 #include "ps/store/staleness_method.h"
@@ -43,6 +44,9 @@ struct ShardOptions {
   // applied together by ApplyRound; at most this many are held at once.
   bool sync_rounds = false;
   size_t max_round_contributions = 64;
+  // Threads that apply one update's partitions side by side; 0: one per
+  // core, at most 8 (partition_lanes.h).
+  size_t apply_threads = 0;
 };
 
 // One owned partition's complete training state, copied out of a shard or
@@ -218,6 +222,10 @@ class ShardStore : private UpdateTarget {
   PartitionUpdate UpdatePartition(
       uint32_t id, uint64_t base_version, const std::vector<GradientRun>& runs,
       const std::function<StalenessStep(uint64_t staleness)>& plan) override;
+  void ForEachPartition(size_t n, const std::function<void(size_t i, size_t lane)>& fn) override {
+    lanes_.ForEach(n, fn);
+  }
+  size_t apply_lanes() const override { return lanes_.lanes(); }
   uint64_t CurrentVersion(uint32_t id) const override;
   absl::Status CheckBaseVersions(const std::vector<PayloadRange>& ranges,
                                  bool current_only) const override;
@@ -242,6 +250,7 @@ class ShardStore : private UpdateTarget {
   std::vector<std::unique_ptr<PartitionState>> partitions_;  // By id; null if not owned.
 
   RecentPushIds recent_push_ids_;
+  PartitionLanes lanes_;
   std::atomic<int> live_workers_{0};
   std::atomic<double> recent_staleness_{0.0};
   std::atomic<uint64_t> global_step_{0};

@@ -85,14 +85,17 @@ absl::StatusOr<RoundOutcome> SyncRounds::ApplyRound(const std::vector<std::strin
   StalenessStep plain;
   plain.lr = static_cast<float>(target_.LearningRateAt(step));
   auto plan = [&plain](uint64_t) { return plain; };
-  std::vector<float> mean;
-  for (uint32_t id : target_.owned_partitions()) {
-    mean.resize(target_.partition_map().partitions()[id].num_elements);
-    held_.MeanInto(*sorted, id, static_cast<int64_t>(mean.size()), mean.data());
+  const std::vector<uint32_t>& ids = target_.owned_partitions();
+  std::vector<std::vector<float>> means(target_.apply_lanes());
+  // The lanes run while this thread holds mu_ and waits for them.
+  target_.ForEachPartition(ids.size(), [&](size_t i, size_t lane) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    std::vector<float>& mean = means[lane];
+    mean.resize(target_.partition_map().partitions()[ids[i]].num_elements);
+    held_.MeanInto(*sorted, ids[i], static_cast<int64_t>(mean.size()), mean.data());
     const GradientRun whole{0, static_cast<int64_t>(mean.size()),
                             GradientView{v1::DTYPE_FP32, mean.data()}};
-    target_.UpdatePartition(id, target_.CurrentVersion(id), {whole}, plan);
-  }
+    target_.UpdatePartition(ids[i], target_.CurrentVersion(ids[i]), {whole}, plan);
+  });
   target_.CountApplied(sorted->size());
   held_.Clear();
   last_round_ = *std::move(sorted);

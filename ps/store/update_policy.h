@@ -80,6 +80,11 @@ class UpdateTarget {
   virtual PartitionUpdate UpdatePartition(
       uint32_t id, uint64_t base_version, const std::vector<GradientRun>& runs,
       const std::function<StalenessStep(uint64_t staleness)>& plan) = 0;
+  // Calls fn(i, lane) for each i in [0, n), side by side on the store's
+  // apply lanes where they are free, the lowest i first (partition_lanes.h);
+  // lane < apply_lanes() names per-thread scratch.
+  virtual void ForEachPartition(size_t n, const std::function<void(size_t i, size_t lane)>& fn) = 0;
+  virtual size_t apply_lanes() const = 0;
   virtual uint64_t CurrentVersion(uint32_t id) const = 0;
   // Checks the ranges' base versions (one per partition, not from the
   // future, within --max_staleness; with `current_only`, exactly the

@@ -217,5 +217,44 @@ TEST_F(ShardStoreTest, ConcurrentPushesAreExactAndReadsAreNeverTorn) {
   for (size_t i = 0; i < w.size(); ++i) ASSERT_EQ(w[i], w0[i] - 125.0f) << i;
 }
 
+// The apply lanes change when a partition is updated, not how: pushes
+// applied on arrival and averaged ("fresh") updates give the same bits on
+// one thread and on several.
+TEST(ShardStoreLanesTest, ParallelApplyGivesTheSameWeightsAsOneThread) {
+  const ModelLayout layout = TestLayout();
+  const PartitionMap map = *PartitionMap::Create(layout, 1);
+  ASSERT_GT(map.partitions().size(), 2u);  // Something to spread.
+  for (bool fresh : {false, true}) {
+    std::vector<std::vector<float>> results;
+    for (size_t threads : {1, 4}) {
+      ShardOptions o;
+      o.optimizer.kind = OptimizerKind::kAdamW;
+      o.schedule.base_lr = 1e-2;
+      o.apply_threads = threads;
+      if (fresh) {
+        o.staleness.average = o.staleness.fresh = true;
+        o.staleness.average_pushes = 2;
+      }
+      std::unique_ptr<ShardStore> store = *ShardStore::Create(o);
+      Payload init =
+          WholeShard(*store, map, v1::DTYPE_FP32, [](int64_t i) { return 0.01f * (i % 13); });
+      ASSERT_TRUE(*store->Init(layout, init.ranges));
+      for (int k = 0; k < 6; ++k) {
+        Payload g = WholeShard(*store, map, v1::DTYPE_BF16, [k](int64_t i) {
+          return 0.001f * static_cast<float>((i * (k + 3)) % 101 - 50);
+        });
+        for (PayloadRange& r : g.ranges) r.version = *store->Version(r.partition_id);
+        ASSERT_TRUE(store->Push(absl::StrCat("p", k), v1::DTYPE_BF16, g.ranges).ok());
+      }
+      results.push_back(ReadAll(*store));
+    }
+    ASSERT_EQ(results[0].size(), results[1].size());
+    EXPECT_NE(results[0][5], 0.01f * 5) << "the pushes moved nothing";
+    for (size_t i = 0; i < results[0].size(); ++i) {
+      ASSERT_EQ(results[0][i], results[1][i]) << (fresh ? "fresh" : "async") << " element " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace spotps
