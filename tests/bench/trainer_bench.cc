@@ -62,6 +62,8 @@ ABSL_FLAG(std::string, staleness_method, "none",
           "The shard's --staleness_method for the PS and join runs. none: pushes applied on "
           "arrival, so the trainer hides pull and push behind compute; fresh (spotps-ps's "
           "default) adds them to each step.");
+ABSL_FLAG(std::string, shard_flags, "",
+          "Extra flags for the PS runs' shard, comma-separated (e.g. --apply_threads=1).");
 ABSL_FLAG(int, join_runs, 3, "spotps-trainer processes timed from start to first push.");
 ABSL_FLAG(std::string, join_flags, "",
           "Extra flags for those trainers, comma-separated (e.g. --first_step_batch=0).");
@@ -146,12 +148,14 @@ absl::StatusOr<double> ScriptTokensPerSecond(const std::string& path, const Trai
 absl::StatusOr<double> PsTokensPerSecond(const GptConfig& config, const TrainingData& data,
                                          const std::string& dir,
                                          const std::string& staleness_method) {
-  auto shards =
-      testing::LocalShardCluster::Start(1,
-                                        {"--optimizer=adamw", absl::StrCat("--lr=", kLr),
-                                         absl::StrCat("--nice=", absl::GetFlag(FLAGS_shard_nice)),
-                                         "--staleness_method=" + staleness_method},
-                                        dir);
+  std::vector<std::string> shard_flags = {"--optimizer=adamw", absl::StrCat("--lr=", kLr),
+                                          absl::StrCat("--nice=", absl::GetFlag(FLAGS_shard_nice)),
+                                          "--staleness_method=" + staleness_method};
+  for (absl::string_view f :
+       absl::StrSplit(absl::GetFlag(FLAGS_shard_flags), ',', absl::SkipEmpty())) {
+    shard_flags.emplace_back(f);
+  }
+  auto shards = testing::LocalShardCluster::Start(1, shard_flags, dir);
   if (!shards.ok()) return shards.status();
   auto cluster = Cluster::Connect((*shards)->addresses());
   if (!cluster.ok()) return cluster.status();
@@ -163,30 +167,41 @@ absl::StatusOr<double> PsTokensPerSecond(const GptConfig& config, const Training
   options.log_every = 0;
   options.eval_batches = 0;
   options.transfer_nice = absl::GetFlag(FLAGS_transfer_nice);
+  // Timed as the plain loop is: 2 warm-up steps, then --steps, in one run,
+  // so that the timed steps find the worker's buffers and the allocator warm.
+  constexpr int64_t kWarmSteps = 2;
+  options.max_steps = kWarmSteps + absl::GetFlag(FLAGS_steps);
+  absl::Time timed_start, timed_end;  // At the ends of step kWarmSteps and of the last.
+  int64_t tokens_before = 0, tokens = 0;
+  double compute_s = 0, pull_s = 0, push_s = 0;
+  options.on_step = [&](const StepRecord& r) {
+    if (r.steps == kWarmSteps) {
+      timed_start = absl::Now();
+      tokens_before = r.tokens;
+    } else if (r.steps > kWarmSteps) {
+      timed_end = absl::Now();
+      tokens = r.tokens - tokens_before;
+      compute_s += r.compute_s;
+      pull_s += r.pull_s;
+      push_s += r.push_s;
+    }
+  };
   std::atomic<bool> stop{false};
-  // A short warm-up run, then the timed one.
-  options.max_steps = 2;
-  auto silent = [](const std::string&) {};
-  TrainingOptions timed = options;
-  timed.max_steps = absl::GetFlag(FLAGS_steps);
-  // Both runs train the same module (a GptModel is a shared handle).
-  auto warm = TrainingWorker::Create(
+  auto worker = TrainingWorker::Create(
       cluster->get(), std::make_unique<BuiltinGptModel>(*model, absl::GetFlag(FLAGS_model)), &data,
       options);
-  if (!warm.ok()) return warm.status();
-  if (auto s = (*warm)->Run(stop, silent); !s.ok()) return s.status();
-  auto measured = TrainingWorker::Create(
-      cluster->get(), std::make_unique<BuiltinGptModel>(*model, absl::GetFlag(FLAGS_model)), &data,
-      timed);
-  if (!measured.ok()) return measured.status();
-  auto summary = (*measured)->Run(stop, silent);
+  if (!worker.ok()) return worker.status();
+  auto summary = (*worker)->Run(stop, [](const std::string&) {});
   if (!summary.ok()) return summary.status();
-  std::printf("  ps run (%s): %lld steps, staleness %.2f, pull %.1f ms, push %.1f ms, "
-              "compute %.1f ms\n",
-              staleness_method.c_str(), static_cast<long long>(summary->steps),
-              summary->mean_staleness,
-              summary->mean_pull_ms, summary->mean_push_ms, summary->mean_compute_ms);
-  return summary->tokens_per_s;
+  const double seconds = absl::ToDoubleSeconds(timed_end - timed_start);
+  const double steps = static_cast<double>(absl::GetFlag(FLAGS_steps));
+  std::printf(
+      "  ps run (%s): %lld steps, staleness %.2f, pull %.1f ms, push %.1f ms, "
+      "compute %.1f ms\n",
+      staleness_method.c_str(), static_cast<long long>(summary->steps - kWarmSteps),
+      summary->mean_staleness, 1000 * pull_s / steps, 1000 * push_s / steps,
+      1000 * compute_s / steps);
+  return tokens / seconds;
 }
 
 // PyTorch eager on the same shape in a child process (so its thread pool

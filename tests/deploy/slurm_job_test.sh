@@ -168,8 +168,10 @@ left=$(our_processes)
 [ -z "$left" ] || fail "processes left behind: $(ps -o pid=,args= -p "${left//$'\n'/,}")"
 for d in slurmctld slurmd munged slurmstepd; do
   for pid in $(pgrep -x "$d" || true); do
-    { tr '\0' '\n' < "/proc/$pid/environ"; } 2>/dev/null | grep -qF "$work" &&
-      fail "$d (pid $pid) of this test still runs"
+    # Read whole first: grep -q stops at its match, and under pipefail the
+    # writer's SIGPIPE would fail the pipeline and hide a leftover.
+    environ=$({ tr '\0' '\n' < "/proc/$pid/environ"; } 2>/dev/null || true)
+    grep -qF "$work" <<< "$environ" && fail "$d (pid $pid) of this test still runs"
   done
 done
 echo "slurm: units=$((epochs * units)) committed=$((epochs * units - lost)) duplicated=$duplicated" \
