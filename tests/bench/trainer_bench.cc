@@ -27,6 +27,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/cluster.h"
 #include "common/atomic_file.h"
@@ -334,6 +335,23 @@ absl::Status MeasureRound(const GptConfig& config, const TrainingData& data, int
   return absl::OkStatus();
 }
 
+// What is wrong with the flags, all of it; empty if nothing.
+std::string FlagProblems() {
+  std::vector<std::string> problems;
+  if (absl::GetFlag(FLAGS_steps) < 1) problems.push_back("--steps must be at least 1");
+  if (absl::GetFlag(FLAGS_batch) < 1 || absl::GetFlag(FLAGS_seq_len) < 1) {
+    problems.push_back("--batch and --seq_len must be positive");
+  }
+  if (absl::GetFlag(FLAGS_threads) < 0) problems.push_back("--threads must not be negative");
+  for (int nice : {absl::GetFlag(FLAGS_shard_nice), absl::GetFlag(FLAGS_transfer_nice)}) {
+    if (nice < 0 || nice > 19) {
+      problems.push_back("--shard_nice and --transfer_nice must be in [0, 19]");
+      break;
+    }
+  }
+  return absl::StrJoin(problems, "; ");
+}
+
 int Run() {
   ComputeRuntimeOptions runtime_options;
   runtime_options.threads = absl::GetFlag(FLAGS_threads);
@@ -397,6 +415,11 @@ int Run() {
 
 int main(int argc, char** argv) {
   spotps::ParseFlagsOrExit(argc, argv);
+  if (std::string problem = spotps::FlagProblems(); !problem.empty()) {
+    std::fprintf(stderr, "spotps-bench-trainer: %s\n", problem.c_str());
+    return 2;
+  }
+  if (spotps::CheckFlagsOnly()) return 0;
   spotps::TuneAllocatorForBulkTransfers();
   return spotps::Run();
 }
