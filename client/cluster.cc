@@ -154,7 +154,10 @@ class Cluster::Impl {
   absl::StatusOr<std::unique_ptr<GradientStream>> StartPush(
       absl::Span<const uint64_t> base_versions, v1::DType wire_dtype, std::string push_id);
   absl::StatusOr<std::vector<v1::StatsResponse>> Stats();
+  absl::StatusOr<int> Join();
   absl::Status Leave();
+  // For calls nothing depends on (Join, Leave): one attempt of at most 2 s.
+  RetryPolicy BestEffort() const;
   std::string NewPushId();
   // PushRequest.worker_id: this client's push-id prefix.
   std::string WorkerId() const { return absl::StrFormat("%016x", push_id_prefix_); }
@@ -632,17 +635,37 @@ absl::StatusOr<std::vector<v1::StatsResponse>> Cluster::Impl::Stats() {
   return replies;
 }
 
-absl::Status Cluster::Impl::Leave() {
-  // At exit: one short attempt per shard, no retries.
+absl::StatusOr<int> Cluster::Impl::Join() {
+  v1::JoinRequest request;
+  request.set_worker_id(WorkerId());
+  std::atomic<int> counted{0};
+  absl::Status s = ForEachShard([&](size_t i) {
+    v1::JoinResponse reply;
+    absl::Status r = spotps::CallWithRetry(
+        BestEffort(), absl::StrCat("shard ", i, " (", shards_[i]->address, ") Join"),
+        [&](grpc::ClientContext* ctx) { return shards_[i]->stub->Join(ctx, request, &reply); });
+    if (r.ok() && reply.counted()) counted.fetch_add(1);
+    return r;
+  });
+  if (!s.ok()) return s;
+  return counted.load();
+}
+
+RetryPolicy Cluster::Impl::BestEffort() const {
   RetryPolicy once = options_.retry;
   once.max_attempts = 1;
   once.deadline = std::min(once.deadline, absl::Seconds(2));
+  return once;
+}
+
+absl::Status Cluster::Impl::Leave() {
+  // At exit: one short attempt per shard, no retries.
   v1::LeaveRequest request;
   request.set_worker_id(WorkerId());
   return ForEachShard([&](size_t i) {
     v1::LeaveResponse reply;
     return spotps::CallWithRetry(
-        once, absl::StrCat("shard ", i, " (", shards_[i]->address, ") Leave"),
+        BestEffort(), absl::StrCat("shard ", i, " (", shards_[i]->address, ") Leave"),
         [&](grpc::ClientContext* ctx) { return shards_[i]->stub->Leave(ctx, request, &reply); });
   });
 }
@@ -656,6 +679,7 @@ absl::StatusOr<bool> Cluster::Init(const ModelLayout& layout, absl::Span<const f
   return impl_->Init(layout, values);
 }
 absl::Status Cluster::FetchLayout() { return impl_->FetchLayout(); }
+absl::StatusOr<int> Cluster::Join() { return impl_->Join(); }
 absl::Status Cluster::WaitForLayout(absl::Duration timeout) {
   return impl_->WaitForLayout(timeout);
 }

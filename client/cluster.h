@@ -215,6 +215,12 @@ class Cluster {
 
   // Every shard's counters, in shard order.
   absl::StatusOr<std::vector<v1::StatsResponse>> Stats();
+  // Tells every shard that this client is about to train its first unit:
+  // a shard that has applied no update yet counts it as a live pusher now,
+  // so that the job's first averaged update waits for its gradient too
+  // (ParameterServer/Join). Returns how many shards counted it. Best
+  // effort: one attempt of at most 2 s per shard.
+  absl::StatusOr<int> Join();
   // Tells every shard that this client pushes no more (a trainer leaving),
   // so that none waits for its next push in an averaged update. Best
   // effort: one attempt of at most 2 s per shard.

@@ -90,6 +90,9 @@ ABSL_FLAG(uint64_t, data_seed, 1, "Seeds every epoch's shuffled unit order.");
 ABSL_FLAG(double, worker_lease_s, 10, "A trainer silent this long is dropped.");
 ABSL_FLAG(int64_t, max_workers, 4096,
           "Shard 0: trainers registered at once at most; more get RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int64_t, min_workers, 0,
+          "Shard 0: the job starts once this many trainers are registered together; until then "
+          "no unit is leased, so the first trainers start on the same weights. 0 or 1: at once.");
 ABSL_FLAG(double, unit_lease_s, 60, "A unit not committed this long is re-issued.");
 ABSL_FLAG(std::string, consistency, "async",
           "async, ssp:S (shard 0 holds any trainer more than S units ahead of the slowest), "
@@ -189,7 +192,18 @@ absl::StatusOr<spotps::ShardOptions> OptionsFromFlags() {
 
 // The coordinator shard 0 hosts when --epochs is set; null otherwise.
 absl::StatusOr<std::unique_ptr<spotps::Coordinator>> CoordinatorFromFlags(uint32_t shard_index) {
-  if (absl::GetFlag(FLAGS_epochs) == 0) return nullptr;
+  const int64_t min_workers = absl::GetFlag(FLAGS_min_workers);
+  if (min_workers < 0 || min_workers > absl::GetFlag(FLAGS_max_workers)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--min_workers=", min_workers, " must be in [0, --max_workers]"));
+  }
+  if (absl::GetFlag(FLAGS_epochs) == 0) {
+    if (shard_index == 0 && min_workers > 1) {
+      return absl::InvalidArgumentError(
+          "--min_workers gates the coordinator's first units: it needs --epochs");
+    }
+    return nullptr;
+  }
   if (shard_index != 0) {
     return absl::InvalidArgumentError("only shard 0 hosts the coordinator (--epochs)");
   }
@@ -203,6 +217,7 @@ absl::StatusOr<std::unique_ptr<spotps::Coordinator>> CoordinatorFromFlags(uint32
     return absl::InvalidArgumentError("--max_workers must be at least 1");
   }
   o.max_workers = static_cast<size_t>(absl::GetFlag(FLAGS_max_workers));
+  o.min_workers = static_cast<size_t>(min_workers);
   absl::StatusOr<spotps::Consistency> consistency =
       spotps::ParseConsistency(absl::GetFlag(FLAGS_consistency));
   if (!consistency.ok()) return consistency.status();

@@ -32,7 +32,20 @@ Coordinator::Coordinator(const CoordinatorOptions& options, WorkUnitDispatcher d
     : options_(options),
       clock_(std::move(clock)),
       leases_(options.worker_lease),
-      dispatcher_(std::move(dispatcher)) {}
+      dispatcher_(std::move(dispatcher)),
+      started_(options.min_workers <= 1) {}
+
+size_t Coordinator::WorkersToStart() const {
+  const size_t live = leases_.members().size();
+  return live >= options_.min_workers ? 0 : options_.min_workers - live;
+}
+
+bool Coordinator::AwaitStart() {
+  if (!started_) {
+    mu_.AwaitWithTimeout(absl::Condition(&started_), options_.sync_acquire_wait);
+  }
+  return started_;
+}
 
 absl::Status Coordinator::NotRegistered(uint64_t worker) const {
   return absl::NotFoundError(
@@ -77,7 +90,9 @@ absl::StatusOr<uint64_t> Coordinator::Register(const std::string& name, uint64_t
         "%d workers are registered, the most this coordinator takes: try again later",
         leases_.members().size()));
   }
-  return leases_.Register(name, tokens_per_unit, now);
+  const uint64_t id = leases_.Register(name, tokens_per_unit, now);
+  started_ = started_ || WorkersToStart() == 0;
+  return id;
 }
 
 absl::Status Coordinator::Heartbeat(uint64_t worker) {
@@ -102,6 +117,14 @@ absl::StatusOr<WorkUnitDispatcher::Grant> Coordinator::Acquire(uint64_t worker) 
   const absl::Time now = clock_();
   ExpireWorkers(now);
   LeaseTable::Member* member = leases_.Find(worker);
+  if (member == nullptr) return NotRegistered(worker);
+  if (!AwaitStart()) {
+    WorkUnitDispatcher::Grant wait;  // kWait.
+    wait.workers_to_start = static_cast<uint32_t>(WorkersToStart());
+    return wait;
+  }
+  // It may have expired while waiting.
+  member = leases_.Find(worker);
   if (member == nullptr) return NotRegistered(worker);
   if (sync()) return AcquireInRound(worker);
   if (options_.consistency.mode == v1::CONSISTENCY_SSP &&
@@ -240,6 +263,7 @@ v1::ProgressResponse Coordinator::Progress() {
   p.set_consistency(options_.consistency.mode);
   p.set_ssp_bound(options_.consistency.ssp_bound);
   p.set_local_steps(static_cast<uint32_t>(options_.consistency.local_steps));
+  if (!started_) p.set_workers_to_start(static_cast<uint32_t>(WorkersToStart()));
   if (sync()) {
     p.set_sync_rounds_applied(rounds_applied_);
     p.set_sync_rounds_abandoned(rounds_abandoned_);
@@ -257,6 +281,9 @@ std::string Coordinator::ExportProgress() {
 absl::Status Coordinator::ImportProgress(const std::string& bytes) {
   absl::MutexLock lock(&mu_);
   if (absl::Status s = dispatcher_.ImportProgress(bytes); !s.ok()) return s;
+  // A job with committed units has started; the gate stays as it is
+  // for one restored before any.
+  for (const EpochCounts& c : dispatcher_.counts()) started_ = started_ || c.committed > 0;
   // The round's units belonged to the replaced progress; its gradients may
   // be gone from a restarted shard. The next round starts afresh.
   if (!sync()) return absl::OkStatus();

@@ -27,9 +27,17 @@ struct CoordinatorOptions {
   DispatchConfig dispatch;
   absl::Duration worker_lease = absl::Seconds(10);
   Consistency consistency;
-  // Sync mode: how long an Acquire that would answer WAIT first waits for
-  // the next round to open (a long poll, so rounds follow each other fast).
+  // How long an Acquire that would answer WAIT first waits for the next
+  // sync round to open, or for the job to start (a long poll, so rounds
+  // follow each other fast and every waiting worker starts at once).
   absl::Duration sync_acquire_wait = absl::Seconds(1);
+  // The job starts once this many workers are registered together: until
+  // then Acquire leases nothing (Grant::workers_to_start says how many are
+  // missing), so that the first workers start on the same weights and
+  // their first gradients meet in one update. Then workers come and go
+  // freely. 0 or 1: no start gate. A job restored with committed units has
+  // started already.
+  size_t min_workers = 0;
   // Registered workers at most: each costs memory and every call scans them.
   size_t max_workers = 4096;
 };
@@ -56,7 +64,8 @@ inline constexpr uint64_t kMaxTokensPerUnit = uint64_t{1} << 24;
 // their lease. In sync mode each live worker trains one unit per round; a
 // commit adds its push to the round, and the round's units count as
 // committed only once FinishRound reports the round applied on every shard.
-// No membership change can deadlock any mode.
+// No membership change can deadlock any mode. With min_workers, no unit is
+// leased before the job has started, and nothing closes the gate again.
 class Coordinator {
  public:
   using Clock = std::function<absl::Time()>;
@@ -110,6 +119,10 @@ class Coordinator {
   absl::StatusOr<WorkUnitDispatcher::Grant> AcquireInRound(uint64_t worker)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CloseRoundIfComplete() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits up to sync_acquire_wait for the job to start; false while it has
+  // not (the WAIT Acquire answers then says how many workers are missing).
+  bool AwaitStart() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  size_t WorkersToStart() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status NotRegistered(uint64_t worker) const;
 
   const CoordinatorOptions options_;
@@ -120,6 +133,7 @@ class Coordinator {
   SyncRound round_ ABSL_GUARDED_BY(mu_);
   uint64_t rounds_applied_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t rounds_abandoned_ ABSL_GUARDED_BY(mu_) = 0;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;  // min_workers were registered together.
 };
 
 }  // namespace spotps

@@ -42,6 +42,9 @@ class WorkUnitDispatcher {
     uint64_t index = 0;      // Position in the epoch.
     uint64_t data_unit = 0;  // The samples to train: the epoch's permutation of index.
     std::string push_key;    // PushKey(epoch, index).
+    // kWait before the job started (CoordinatorOptions::min_workers): the
+    // workers still missing. 0 otherwise.
+    uint32_t workers_to_start = 0;
   };
 
   static absl::StatusOr<WorkUnitDispatcher> Create(const DispatchConfig& config);

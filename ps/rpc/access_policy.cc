@@ -11,6 +11,7 @@ const std::vector<std::pair<std::string, Role>>& AccessTable() {
       {"/spotps.v1.ParameterServer/Stats", Role::kReader},
       {"/spotps.v1.ParameterServer/Watch", Role::kReader},
       {"/spotps.v1.ParameterServer/Push", Role::kTrainer},
+      {"/spotps.v1.ParameterServer/Join", Role::kTrainer},
       {"/spotps.v1.ParameterServer/Leave", Role::kTrainer},
       {"/spotps.v1.ParameterServer/Init", Role::kAdmin},
       {"/spotps.v1.ParameterServer/WriteCheckpoint", Role::kAdmin},

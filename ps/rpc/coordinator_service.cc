@@ -83,6 +83,7 @@ grpc::Status CoordinatorService::AcquireUnit(grpc::ServerContext* context,
     }
     case WorkUnitDispatcher::Outcome::kWait:
       response->set_outcome(v1::AcquireUnitResponse::OUTCOME_WAIT);
+      response->set_workers_to_start(grant->workers_to_start);
       break;
     case WorkUnitDispatcher::Outcome::kDone:
       response->set_outcome(v1::AcquireUnitResponse::OUTCOME_DONE);

@@ -488,12 +488,32 @@ grpc::Status ParameterServerService::Stats(grpc::ServerContext*, const v1::Stats
   return grpc::Status::OK;
 }
 
+namespace {
+
+grpc::Status CheckWorkerId(const char* what, const std::string& worker_id) {
+  if (worker_id.empty() || worker_id.size() > kMaxWorkerIdBytes) {
+    return InvalidArgument(absl::StrFormat("%s names a worker_id of %d bytes: want 1 to %d", what,
+                                           worker_id.size(), kMaxWorkerIdBytes));
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace
+
+grpc::Status ParameterServerService::Join(grpc::ServerContext*, const v1::JoinRequest* request,
+                                          v1::JoinResponse* response) {
+  if (grpc::Status s = CheckWorkerId("join", request->worker_id()); !s.ok()) return s;
+  if (store_->global_step() > 0) return grpc::Status::OK;  // Counted from its first push.
+  if (pushers_.Announce(request->worker_id(), absl::Now())) {
+    store_->SetLiveWorkers(pushers_.Count(absl::Now()));
+  }
+  response->set_counted(true);
+  return grpc::Status::OK;
+}
+
 grpc::Status ParameterServerService::Leave(grpc::ServerContext*, const v1::LeaveRequest* request,
                                            v1::LeaveResponse* response) {
-  if (request->worker_id().empty() || request->worker_id().size() > kMaxWorkerIdBytes) {
-    return InvalidArgument(absl::StrFormat("leave names a worker_id of %d bytes: want 1 to %d",
-                                           request->worker_id().size(), kMaxWorkerIdBytes));
-  }
+  if (grpc::Status s = CheckWorkerId("leave", request->worker_id()); !s.ok()) return s;
   response->set_known(pushers_.Forget(request->worker_id()));
   return grpc::Status::OK;
 }

@@ -55,6 +55,8 @@ class ParameterServerService final : public v1::ParameterServer::Service {
                           v1::ApplyRoundResponse* response) override;
   grpc::Status Watch(grpc::ServerContext* context, const v1::WatchRequest* request,
                      grpc::ServerWriter<v1::WatchResponse>* writer) override;
+  grpc::Status Join(grpc::ServerContext* context, const v1::JoinRequest* request,
+                    v1::JoinResponse* response) override;
   grpc::Status Leave(grpc::ServerContext* context, const v1::LeaveRequest* request,
                      v1::LeaveResponse* response) override;
 

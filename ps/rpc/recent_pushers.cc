@@ -13,27 +13,46 @@ bool RecentPushers::Forget(absl::string_view client) {
   return true;
 }
 
+bool RecentPushers::Announce(absl::string_view client, absl::Time now) {
+  if (client.empty()) return false;
+  absl::MutexLock lock(&mu_);
+  if (clients_.find(client) != clients_.end()) return false;
+  Client c{now};
+  c.announced_only = true;
+  Add(client, c);
+  return true;
+}
+
 void RecentPushers::Record(absl::string_view client, absl::Time now) {
   if (client.empty()) return;
   absl::MutexLock lock(&mu_);
   auto it = clients_.find(client);
-  if (it != clients_.end()) {
-    Client& c = it->second;
-    const absl::Duration interval = std::max(now - c.last, absl::ZeroDuration());
-    // An exponential mean over ~4 pushes: follows a step time that changes.
-    c.mean_interval = c.mean_interval == absl::InfiniteDuration()
-                          ? interval
-                          : c.mean_interval + (interval - c.mean_interval) / 4;
-    c.last = std::max(c.last, now);
+  if (it == clients_.end()) {
+    Add(client, Client{now});
     return;
   }
+  Client& c = it->second;
+  if (c.announced_only) {
+    // Its first push landed: intervals count from here.
+    c = Client{std::max(c.last, now)};
+    return;
+  }
+  const absl::Duration interval = std::max(now - c.last, absl::ZeroDuration());
+  // An exponential mean over ~4 pushes: follows a step time that changes.
+  c.mean_interval = c.mean_interval == absl::InfiniteDuration()
+                        ? interval
+                        : c.mean_interval + (interval - c.mean_interval) / 4;
+  c.last = std::max(c.last, now);
+}
+
+void RecentPushers::Add(absl::string_view client, Client c) {
   if (clients_.size() >= options_.max_clients) {
     auto oldest = std::min_element(clients_.begin(), clients_.end(), [](const auto& a, const auto& b) {
       return a.second.last < b.second.last;
     });
     clients_.erase(oldest);
   }
-  clients_.emplace(client, Client{now});
+  clients_.emplace(client, c);
 }
 
 absl::Duration RecentPushers::Silence(const Client& c) const {

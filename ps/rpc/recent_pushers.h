@@ -16,11 +16,12 @@
 namespace spotps {
 
 // Owns each named client's last push time and its mean interval between
-// pushes. A client counts as live until it has been silent for three of its
-// intervals (at least `min_silence`), or for `unknown_silence` while it has
-// pushed only once. Promises: at most `max_clients` names are kept (the
-// longest silent one makes room), so a client inventing names costs bounded
-// memory. Thread-safe.
+// pushes. A client counts as live from its first push, or from an
+// announcement before it (a trainer's Join), until it has been silent for
+// three of its intervals (at least `min_silence`), or for `unknown_silence`
+// while it has pushed at most once. Promises: at most
+// `max_clients` names are kept (the longest silent one makes room), so a client inventing names
+// costs bounded memory. Thread-safe.
 class RecentPushers {
  public:
   struct Options {
@@ -31,6 +32,9 @@ class RecentPushers {
   RecentPushers() : RecentPushers(Options()) {}
   explicit RecentPushers(const Options& options) : options_(options) {}
 
+  // Counts `client` before its first push lands (ParameterServer/Join);
+  // true if it was not counted yet. An empty name is not counted.
+  bool Announce(absl::string_view client, absl::Time now);
   // Records a push by `client` (PushRequest.worker_id) at `now`; an empty
   // name is not counted.
   void Record(absl::string_view client, absl::Time now);
@@ -44,8 +48,11 @@ class RecentPushers {
   struct Client {
     absl::Time last;
     absl::Duration mean_interval = absl::InfiniteDuration();  // Until a second push.
+    bool announced_only = false;                              // No push of it has landed yet.
   };
   absl::Duration Silence(const Client& c) const;
+  // Adds `client`, making room if need be.
+  void Add(absl::string_view client, Client c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
   absl::Mutex mu_;

@@ -164,7 +164,9 @@ std::string CoordinatorText(const StatusReport& r) {
       absl::StrFormat("coordinator: current_epoch=%d num_epochs=%d done=%s consistency=%s\n",
                       p.current_epoch(), p.num_epochs(), p.done() ? "yes" : "no", ConsistencyOf(p)),
       EpochsTable(p), SyncRoundsText(p),
-      absl::StrFormat("workers: live=%d expired=%d\n", p.workers_size(), p.workers_expired()),
+      absl::StrFormat("workers: live=%d expired=%d", p.workers_size(), p.workers_expired()),
+      // Before the job starts (spotps-ps --min_workers): who it waits for.
+      p.workers_to_start() > 0 ? absl::StrFormat(" to_start=%d\n", p.workers_to_start()) : "\n",
       p.workers().empty() ? "" : WorkersTable(p));
 }
 
@@ -252,6 +254,7 @@ JsonValue CoordinatorJson(const StatusReport& r) {
           {"sync_rounds_applied", p.sync_rounds_applied()},
           {"sync_rounds_abandoned", p.sync_rounds_abandoned()},
           {"epochs", EpochsJson(p)},
+          {"workers_to_start", p.workers_to_start()},
           {"workers", WorkersJson(p)},
           {"workers_expired", p.workers_expired()}};
 }

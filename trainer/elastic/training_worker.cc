@@ -339,6 +339,7 @@ absl::StatusOr<std::optional<TrainingWorker::Unit>> TrainingWorker::NextUnit(
     std::swap(unit, leased_ahead_);
     return unit;
   }
+  absl::Time next_start_log = absl::InfinitePast();
   while (!stop.load()) {
     const uint64_t me = work_.membership->worker_id();
     // Shard 0 restarting: wait for it (each answer starts a new wait).
@@ -357,6 +358,17 @@ absl::StatusOr<std::optional<TrainingWorker::Unit>> TrainingWorker::NextUnit(
       return UnitOf(r->unit(), me);
     }
     if (r->outcome() == v1::AcquireUnitResponse::OUTCOME_DONE) return std::optional<Unit>();
+    if (r->workers_to_start() > 0) {
+      // The coordinator waited for the start already; ask again at once.
+      if (absl::Now() >= next_start_log) {
+        LogInfoF(
+            "[%s] waiting for %d more trainer(s) to register before the job starts "
+            "(spotps-ps --min_workers)",
+            options_.name, r->workers_to_start());
+        next_start_log = absl::Now() + absl::Seconds(10);
+      }
+      continue;
+    }
     // Every remaining unit is leased, maybe one to us: settle ours first, or
     // the epoch could wait on the gradient we are sitting on.
     if (gradient_pending) {
@@ -499,6 +511,15 @@ absl::StatusOr<TrainingSummary> TrainingWorker::Run(
       if (summary.steps == 0 && ramp_rows > 0) {
         row_end = ramp_rows;
         ramp_rest = **unit;
+      }
+    }
+    if (summary.steps == 0 && !sync_) {
+      // Shards that have applied no update yet wait for this trainer's
+      // first gradient too: the job's first update holds every trainer
+      // that starts with it. Best effort: without it, that update may
+      // come before this trainer's push, which then lands one update late.
+      if (absl::StatusOr<int> joined = cluster_->Join(); !joined.ok()) {
+        LogWarning(absl::StrCat("[", options_.name, "] join: ", joined.status().message()));
       }
     }
     if (sync_) {  // The weights of the round this unit belongs to.

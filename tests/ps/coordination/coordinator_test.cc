@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <future>
 #include <set>
 
 namespace spotps {
@@ -12,10 +13,13 @@ namespace {
 
 class CoordinatorTest : public ::testing::Test {
  protected:
-  std::unique_ptr<Coordinator> Make(uint32_t epochs, uint64_t units, Consistency consistency = {}) {
+  std::unique_ptr<Coordinator> Make(uint32_t epochs, uint64_t units, Consistency consistency = {},
+                                    size_t min_workers = 0,
+                                    absl::Duration acquire_wait = absl::ZeroDuration()) {
     CoordinatorOptions o;
     o.consistency = consistency;
-    o.sync_acquire_wait = absl::ZeroDuration();
+    o.sync_acquire_wait = acquire_wait;
+    o.min_workers = min_workers;
     o.dispatch.num_epochs = epochs;
     o.dispatch.units_per_epoch = units;
     o.dispatch.seed = 42;
@@ -269,6 +273,70 @@ TEST_F(CoordinatorTest, ProgressSurvivesExportAndImport) {
   auto other = Make(3, 6);
   EXPECT_EQ(other->ImportProgress(saved).code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(other->ImportProgress("junk").code(), absl::StatusCode::kDataLoss);
+}
+
+TEST_F(CoordinatorTest, NoUnitIsLeasedBeforeMinWorkersAreRegisteredTogether) {
+  for (Consistency mode : {Consistency{}, Consistency{v1::CONSISTENCY_SYNC, 0}}) {
+    SCOPED_TRACE(mode.mode);
+    auto c = Make(1, 100, mode, /*min_workers=*/3);
+    const uint64_t a = *c->Register("a"), b = *c->Register("b");
+    auto early = c->Acquire(a);
+    ASSERT_TRUE(early.ok());
+    EXPECT_EQ(early->outcome, WorkUnitDispatcher::Outcome::kWait);
+    EXPECT_EQ(early->workers_to_start, 1u);
+    EXPECT_EQ(c->Progress().workers_to_start(), 1u);
+    // One that left does not count towards the start.
+    ASSERT_TRUE(c->Deregister(b).ok());
+    EXPECT_EQ(c->Acquire(a)->workers_to_start, 2u);
+    const uint64_t d = *c->Register("d");
+    EXPECT_EQ(c->Acquire(d)->outcome, WorkUnitDispatcher::Outcome::kWait);
+    const uint64_t e = *c->Register("e");
+    auto first = c->Acquire(a);
+    EXPECT_EQ(first->outcome, WorkUnitDispatcher::Outcome::kUnit);
+    EXPECT_EQ(first->workers_to_start, 0u);
+    EXPECT_EQ(c->Progress().workers_to_start(), 0u);
+    // Started: fewer workers than min_workers go on training.
+    ASSERT_TRUE(c->Deregister(d).ok());
+    ASSERT_TRUE(c->Deregister(e).ok());
+    if (mode.mode == v1::CONSISTENCY_SYNC) {
+      ASSERT_TRUE(c->Commit(a, first->epoch, first->index, "push-a").ok());
+    } else {
+      ASSERT_TRUE(c->Commit(a, first->epoch, first->index).ok());
+      EXPECT_EQ(c->Acquire(a)->outcome, WorkUnitDispatcher::Outcome::kUnit);
+    }
+  }
+}
+
+TEST_F(CoordinatorTest, AWaitingAcquireGetsItsUnitWhenTheLastWorkerRegisters) {
+  auto c = Make(1, 100, {}, /*min_workers=*/2, /*acquire_wait=*/absl::Seconds(60));
+  const uint64_t a = *c->Register("a");
+  const absl::Time start = absl::Now();
+  std::future<absl::StatusOr<WorkUnitDispatcher::Grant>> waiting =
+      std::async(std::launch::async, [&] { return c->Acquire(a); });
+  // Still waiting: nobody else registered.
+  EXPECT_EQ(waiting.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+  ASSERT_TRUE(c->Register("b").ok());
+  absl::StatusOr<WorkUnitDispatcher::Grant> grant = waiting.get();
+  ASSERT_TRUE(grant.ok());
+  EXPECT_EQ(grant->outcome, WorkUnitDispatcher::Outcome::kUnit);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));  // Woken, not timed out.
+}
+
+TEST_F(CoordinatorTest, AJobRestoredWithCommittedUnitsHasStarted) {
+  auto before = Make(1, 10);
+  const uint64_t w = *before->Register("w");
+  const std::string nothing_done = before->ExportProgress();
+  auto g = before->Acquire(w);
+  ASSERT_TRUE(before->Commit(w, g->epoch, g->index).ok());
+  const std::string one_done = before->ExportProgress();
+
+  auto gated = Make(1, 10, {}, /*min_workers=*/4);
+  ASSERT_TRUE(gated->ImportProgress(nothing_done).ok());
+  EXPECT_EQ(gated->Acquire(*gated->Register("v"))->outcome, WorkUnitDispatcher::Outcome::kWait);
+  auto restored = Make(1, 10, {}, /*min_workers=*/4);
+  ASSERT_TRUE(restored->ImportProgress(one_done).ok());
+  EXPECT_EQ(restored->Acquire(*restored->Register("v"))->outcome,
+            WorkUnitDispatcher::Outcome::kUnit);
 }
 
 TEST_F(CoordinatorTest, SspHoldsTheFastestWithinTheBoundOfTheSlowest) {

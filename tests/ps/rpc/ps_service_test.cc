@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <future>
 #include <limits>
 
 #include "common/tensor_codec.h"
@@ -21,6 +22,10 @@ class PsServiceTest : public ::testing::Test {
     o.num_shards = 2;
     o.optimizer.kind = OptimizerKind::kSgd;
     o.schedule.base_lr = 0.25;
+    Start(o);
+  }
+  void Start(const ShardOptions& o) {
+    if (server_ != nullptr) server_->Shutdown();
     store_ = *ShardStore::Create(o);
     service_ = std::make_unique<ParameterServerService>(store_.get(), nullptr, 1);
     grpc::ServerBuilder builder;
@@ -311,6 +316,59 @@ TEST_F(PsServiceTest, APusherCountsUntilItLeaves) {
   ExpectStatus(leave(std::string(129, 'x'), &reply), grpc::StatusCode::INVALID_ARGUMENT,
                "want 1 to 128");
   EXPECT_EQ(live(), 1u);
+}
+
+grpc::Status Join(v1::ParameterServer::Stub* stub, const std::string& worker,
+                  v1::JoinResponse* reply) {
+  grpc::ClientContext ctx;
+  v1::JoinRequest request;
+  request.set_worker_id(worker);
+  return stub->Join(&ctx, request, reply);
+}
+
+// Under "fresh", trainers that Join before the shard's first update all
+// count: the first update waits for every one of their first gradients
+// rather than applying whichever arrived first alone. Once an update is
+// applied, a Join changes nothing (a joiner counts from its first push).
+TEST_F(PsServiceTest, TheFirstFreshUpdateWaitsForEveryTrainerThatJoined) {
+  ShardOptions o;
+  o.num_shards = 2;
+  o.optimizer.kind = OptimizerKind::kSgd;
+  o.schedule.base_lr = 0.25;
+  ASSERT_TRUE(ParseStalenessSpec("fresh", &o.staleness).ok());
+  o.staleness.average_wait_ms = 60'000;  // No tick runs here: only a full update applies.
+  Start(o);
+  InitValid();
+  v1::JoinResponse reply;
+  for (const char* worker : {"trainer-a", "trainer-b"}) {
+    ASSERT_TRUE(Join(stub_.get(), worker, &reply).ok());
+    EXPECT_TRUE(reply.counted());
+  }
+  EXPECT_EQ(Stats().live_pushers(), 2u);
+  EXPECT_EQ(Stats().average_target(), 2u);
+  auto push_as = [this](const std::string& worker) {
+    v1::PushRequest p = GoodPush(1.0f);
+    p.set_worker_id(worker);
+    return SendPush({p});
+  };
+  std::future<grpc::Status> a = std::async(std::launch::async, push_as, "trainer-a");
+  // trainer-a's push is held (its bytes counted), and not applied alone.
+  for (int i = 0; i < 500 && Stats().bytes_in() == 0; ++i) absl::SleepFor(absl::Milliseconds(10));
+  ASSERT_GT(Stats().bytes_in(), 0u);
+  EXPECT_EQ(Stats().global_step(), 0u);
+  EXPECT_EQ(a.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
+  ASSERT_TRUE(push_as("trainer-b").ok());
+  ASSERT_TRUE(a.get().ok());
+  EXPECT_EQ(Stats().global_step(), 1u);  // One update held both.
+  EXPECT_EQ(Stats().pushes_applied(), 2u);
+
+  ASSERT_TRUE(Join(stub_.get(), "trainer-c", &reply).ok());
+  EXPECT_FALSE(reply.counted());
+  EXPECT_EQ(Stats().live_pushers(), 2u);
+  ExpectStatus(Join(stub_.get(), "", &reply), grpc::StatusCode::INVALID_ARGUMENT,
+               "join names a worker_id of 0 bytes");
+  ExpectStatus(Join(stub_.get(), std::string(129, 'x'), &reply), grpc::StatusCode::INVALID_ARGUMENT,
+               "want 1 to 128");
 }
 
 // A push stream cut off mid-way (its client killed) stops the client

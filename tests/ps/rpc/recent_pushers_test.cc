@@ -47,6 +47,37 @@ TEST(RecentPushersTest, TheMeanIntervalFollowsAChangedPace) {
   EXPECT_EQ(pushers.Count(At(t + 1.5)), 0);  // Silence now judged by the new pace.
 }
 
+TEST(RecentPushersTest, AnAnnouncedClientCountsBeforeItsFirstPush) {
+  RecentPushers pushers;
+  EXPECT_TRUE(pushers.Announce("joiner", At(0)));
+  EXPECT_FALSE(pushers.Announce("joiner", At(0.1)));  // Counted already.
+  EXPECT_FALSE(pushers.Announce("", At(0.1)));        // Unnamed: not counted.
+  EXPECT_EQ(pushers.Count(At(0.2)), 1);
+  // Its first push lands 5 s after it joined; the next 0.1 s later. Its
+  // pace is 0.1 s, not the 5 s before its first push: silent for the 1 s
+  // floor, it no longer counts.
+  pushers.Record("joiner", At(5));
+  pushers.Record("joiner", At(5.1));
+  EXPECT_EQ(pushers.Count(At(5.9)), 1);
+  EXPECT_EQ(pushers.Count(At(6.3)), 0);
+}
+
+TEST(RecentPushersTest, AnAnnouncementOfAKnownClientChangesNothing) {
+  RecentPushers pushers;
+  for (double t : {0.0, 2.0, 4.0}) pushers.Record("every-2s", At(t));
+  EXPECT_FALSE(pushers.Announce("every-2s", At(9)));
+  EXPECT_EQ(pushers.Count(At(10.1)), 0);  // Silent for 3 x 2 s since its last push.
+}
+
+TEST(RecentPushersTest, AnAnnouncedClientThatLeavesNoLongerCounts) {
+  RecentPushers pushers;
+  pushers.Record("steady", At(0));
+  ASSERT_TRUE(pushers.Announce("joined", At(0.5)));
+  EXPECT_EQ(pushers.Count(At(0.6)), 2);
+  EXPECT_TRUE(pushers.Forget("joined"));
+  EXPECT_EQ(pushers.Count(At(0.7)), 1);
+}
+
 TEST(RecentPushersTest, KeepsAtMostItsLimitDroppingTheLongestSilent) {
   RecentPushers::Options options;
   options.max_clients = 3;

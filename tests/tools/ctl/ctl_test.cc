@@ -247,6 +247,20 @@ TEST_F(CtlTest, StatusNamesLocalModeWithItsSteps) {
   EXPECT_TRUE(absl::StrContains(r.output, "consistency=local:8")) << r.output;
 }
 
+TEST_F(CtlTest, StatusSaysHowManyTrainersTheJobStillWaitsFor) {
+  auto shards = StartTrainedShards(1, {"--epochs=1", "--units_per_epoch=4", "--min_workers=3"});
+  ASSERT_NE(shards, nullptr);
+  auto coordinator = CoordinatorClient::Connect(shards->addresses());
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  ASSERT_TRUE((*coordinator)->Register("first").ok());
+  const CtlResult r = RunCtl({"--ps=" + shards->addresses(), "--sample_s=0", "status"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "workers: live=1 expired=0 to_start=2\n")) << r.output;
+  const std::string json =
+      JsonLine(RunCtl({"--ps=" + shards->addresses(), "--sample_s=0", "--json", "status"}).output);
+  EXPECT_TRUE(absl::StrContains(json, "\"workers_to_start\":2,")) << json;
+}
+
 // One shard that hosts a coordinator for 1 epoch of kUnits units, with one
 // registered worker (only shard 0 may host it, so a 1-shard cluster).
 class CtlCoordinatorTest : public CtlTest {
