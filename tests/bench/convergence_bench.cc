@@ -92,9 +92,12 @@ std::pair<std::string, std::string> SplitMode(const std::string& mode) {
   return {parts[0], parts.size() > 1 ? parts[1] : ""};
 }
 
-std::vector<std::string> ShardFlags(const std::string& mode, int64_t units) {
+// The job starts once all `trainers` are in (--min_workers), so that every
+// mode's first update holds all of their first gradients.
+std::vector<std::string> ShardFlags(const std::string& mode, int64_t units, int trainers) {
   std::vector<std::string> f = {"--epochs=1", absl::StrCat("--units_per_epoch=", units),
-                                "--worker_lease_s=10", "--unit_lease_s=600"};
+                                "--worker_lease_s=10", "--unit_lease_s=600",
+                                absl::StrCat("--min_workers=", trainers)};
   // Local modes keep the outer optimizer local mode defaults to, at
   // --outer_lr; --lr is their trainers' inner one.
   if (absl::StartsWith(mode, "local:")) {
@@ -184,7 +187,7 @@ absl::StatusOr<double> CappedWallSeconds(const std::string& model, int trainers,
   if (!hosts.ok()) return hosts.status();
   testing::HostedShards spec;
   spec.count = 1;
-  spec.flags = ShardFlags(SplitMode(mode).first, absl::GetFlag(FLAGS_units));
+  spec.flags = ShardFlags(SplitMode(mode).first, absl::GetFlag(FLAGS_units), trainers);
   auto shards = testing::StartHostedShards(**hosts, dir, spec);
   if (!shards.ok()) return shards.status();
   const absl::Time start = absl::Now();
@@ -204,7 +207,8 @@ absl::StatusOr<JobResult> RunJob(const std::string& model, int trainers, const s
                                  const std::string& dir) {
   const int64_t units = absl::GetFlag(FLAGS_units);
   ::mkdir(dir.c_str(), 0755);
-  auto shards = testing::LocalShardCluster::Start(1, ShardFlags(SplitMode(mode).first, units), dir);
+  auto shards =
+      testing::LocalShardCluster::Start(1, ShardFlags(SplitMode(mode).first, units, trainers), dir);
   if (!shards.ok()) return shards.status();
   const absl::Time start = absl::Now();
   std::vector<std::unique_ptr<testing::ChildProcess>> procs;
