@@ -39,8 +39,13 @@
 #include "client/cluster.h"
 #include "common/atomic_file.h"
 #include "common/command_line.h"
+#include "common/consistency.h"
+#include "common/exit_status.h"
+#include "common/log.h"
 #include "common/transport_args.h"
+#include "common/usage_problems.h"
 #include "tests/support/child_process.h"
+#include "tests/support/count_list.h"
 #include "tests/support/generated_corpus.h"
 #include "tests/support/hosted_job.h"
 #include "tests/support/log_fields.h"
@@ -264,6 +269,50 @@ std::vector<std::string> List(const std::string& flag) {
   return absl::StrSplit(flag, ',', absl::SkipWhitespace());
 }
 
+// A --modes entry's problem, or "" if it names a mode this bench runs.
+std::string ModeProblem(const std::string& entry) {
+  const auto [mode, dtype] = SplitMode(entry);
+  if (!dtype.empty() && dtype != "int8" && dtype != "int8-nofeedback") {
+    return absl::StrCat("--modes entry '", entry, "': after '/', int8 or int8-nofeedback");
+  }
+  if (mode == "async_lr" || mode == "async_dc" ||
+      (absl::StartsWith(mode, "async:") && mode.size() > 6)) {
+    return "";
+  }
+  absl::StatusOr<Consistency> c = ParseConsistency(mode);
+  return c.ok() ? ""
+                : absl::StrCat("--modes entry '", entry,
+                               "': want async, async_lr, async_dc, async:SPEC or a --consistency "
+                               "value (",
+                               c.status().message(), ")");
+}
+
+// Every problem with the flags, before anything starts.
+UsageProblems FlagProblems() {
+  UsageProblems problems;
+  for (const std::string& model : List(absl::GetFlag(FLAGS_models))) {
+    problems.Check(GptConfigFromPreset(model).status(), "--models");
+  }
+  problems.Check(testing::ParseCountList(absl::GetFlag(FLAGS_trainers)).status(), "--trainers");
+  for (const std::string& mode : List(absl::GetFlag(FLAGS_modes))) {
+    if (std::string problem = ModeProblem(mode); !problem.empty()) problems.Add(problem);
+  }
+  for (const auto& [name, value] :
+       {std::pair<const char*, int64_t>{"--units", absl::GetFlag(FLAGS_units)},
+        {"--batch", absl::GetFlag(FLAGS_batch)},
+        {"--seq_len", absl::GetFlag(FLAGS_seq_len)},
+        {"--eval_batches", absl::GetFlag(FLAGS_eval_batches)},
+        {"--shard_mbit", absl::GetFlag(FLAGS_shard_mbit)}}) {
+    problems.Require(value >= 1, absl::StrCat(name, " must be at least 1"));
+  }
+  problems.Require(absl::GetFlag(FLAGS_lr) > 0 && absl::GetFlag(FLAGS_outer_lr) > 0,
+                   "--lr and --outer_lr must be positive");
+  problems.Require(absl::GetFlag(FLAGS_dc_lambda) >= 0, "--dc_lambda must not be negative");
+  problems.Require(absl::GetFlag(FLAGS_trainer_mbit) >= 0, "--trainer_mbit must not be negative");
+  problems.Require(absl::GetFlag(FLAGS_job_timeout_s) > 0, "--job_timeout_s must be positive");
+  return problems;
+}
+
 int Run() {
   ComputeRuntimeOptions runtime_options;
   runtime_options.threads = 1;
@@ -278,14 +327,6 @@ int Run() {
   }
   auto data = OpenTrainingData(tokens, TokenFileFormat::kSpotps);
   if (!data.ok()) return std::fprintf(stderr, "%s\n", data.status().ToString().c_str()), 1;
-  for (const std::string& mode : List(absl::GetFlag(FLAGS_modes))) {
-    const std::string dtype = SplitMode(mode).second;
-    if (!dtype.empty() && dtype != "int8" && dtype != "int8-nofeedback") {
-      return std::fprintf(stderr, "bad --modes entry '%s': after '/', int8 or int8-nofeedback\n",
-                          mode.c_str()),
-             2;
-    }
-  }
   const int64_t units = absl::GetFlag(FLAGS_units);
   std::printf("spotps-bench-convergence: %lld units of %lld x %lld tokens per job, lr %g, %s\n",
               static_cast<long long>(units), static_cast<long long>(absl::GetFlag(FLAGS_batch)),
@@ -299,12 +340,12 @@ int Run() {
   double ratio = -1, wall_ratio = -1;
   std::string local_line;
   int job = 0;
+  // FlagProblems checked them.
+  const std::vector<int64_t> trainer_counts =
+      *testing::ParseCountList(absl::GetFlag(FLAGS_trainers));
   for (const std::string& model : List(absl::GetFlag(FLAGS_models))) {
-    for (const std::string& count : List(absl::GetFlag(FLAGS_trainers))) {
-      int trainers = 0;
-      if (!absl::SimpleAtoi(count, &trainers) || trainers < 1) {
-        return std::fprintf(stderr, "bad --trainers entry '%s'\n", count.c_str()), 2;
-      }
+    for (int64_t count : trainer_counts) {
+      const int trainers = static_cast<int>(count);
       std::map<std::string, JobResult> results;
       for (const std::string& mode : List(absl::GetFlag(FLAGS_modes))) {
         const std::string job_dir = absl::StrCat(dir.path(), "/job", job++);
@@ -353,7 +394,12 @@ int Run() {
 }  // namespace spotps
 
 int main(int argc, char** argv) {
+  spotps::SetLogProgramName("spotps-bench-convergence");
   spotps::ParseFlagsOrExit(argc, argv);
+  if (spotps::UsageProblems problems = spotps::FlagProblems(); !problems.empty()) {
+    return spotps::UsageError(problems.ToStatus());
+  }
+  if (spotps::CheckFlagsOnly()) return 0;
   spotps::TuneAllocatorForBulkTransfers();
   return spotps::Run();
 }

@@ -26,8 +26,12 @@
 #include "absl/time/clock.h"
 #include "client/cluster.h"
 #include "common/command_line.h"
+#include "common/exit_status.h"
+#include "common/log.h"
 #include "common/transport_args.h"
+#include "common/usage_problems.h"
 #include "tests/support/child_process.h"
+#include "tests/support/count_list.h"
 #include "trainer/model/gpt_config.h"
 
 ABSL_FLAG(std::string, model, "small", "Model preset whose parameter count is moved.");
@@ -40,18 +44,6 @@ namespace spotps {
 namespace {
 
 double Seconds(absl::Time since) { return absl::ToDoubleSeconds(absl::Now() - since); }
-
-absl::StatusOr<std::vector<int>> ParseCounts(const std::string& list) {
-  std::vector<int> counts;
-  for (absl::string_view item : absl::StrSplit(list, ',')) {
-    int n = 0;
-    if (!absl::SimpleAtoi(item, &n) || n <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat("bad count '", item, "' in '", list, "'"));
-    }
-    counts.push_back(n);
-  }
-  return counts;
-}
 
 // The model as the shards see it: the preset's parameter count as one
 // tensor per 4 MiB-sized row block (the partitioning is by size anyway).
@@ -138,13 +130,22 @@ absl::StatusOr<Point> Measure(const std::string& addresses, int trainers,
   return Point{trainers, sum.updates / seconds, sum.bytes / seconds};
 }
 
+// Every problem with the flags, before anything starts.
+UsageProblems FlagProblems() {
+  UsageProblems problems;
+  problems.Check(GptConfigFromPreset(absl::GetFlag(FLAGS_model)).status(), "--model");
+  problems.Check(testing::ParseCountList(absl::GetFlag(FLAGS_trainers)).status(), "--trainers");
+  problems.Check(testing::ParseCountList(absl::GetFlag(FLAGS_shards)).status(), "--shards");
+  problems.Require(absl::GetFlag(FLAGS_compute_ms) >= 0, "--compute_ms must not be negative");
+  problems.Require(absl::GetFlag(FLAGS_steps) >= 1, "--steps must be at least 1");
+  return problems;
+}
+
 int Run() {
+  // FlagProblems found none of these wanting.
   auto config = GptConfigFromPreset(absl::GetFlag(FLAGS_model));
-  auto trainer_counts = ParseCounts(absl::GetFlag(FLAGS_trainers));
-  auto shard_counts = ParseCounts(absl::GetFlag(FLAGS_shards));
-  for (const absl::Status& s : {config.status(), trainer_counts.status(), shard_counts.status()}) {
-    if (!s.ok()) return std::fprintf(stderr, "%s\n", s.ToString().c_str()), 2;
-  }
+  auto trainer_counts = testing::ParseCountList(absl::GetFlag(FLAGS_trainers));
+  auto shard_counts = testing::ParseCountList(absl::GetFlag(FLAGS_shards));
   const ModelLayout layout = LayoutOfPreset(*config);
   const std::vector<float> initial(layout.total_elements(), 0.01f);
   const std::vector<float> gradient(layout.total_elements(), 1e-4f);
@@ -210,7 +211,12 @@ int Run() {
 }  // namespace spotps
 
 int main(int argc, char** argv) {
+  spotps::SetLogProgramName("spotps-bench-scaling");
   spotps::ParseFlagsOrExit(argc, argv);
+  if (spotps::UsageProblems problems = spotps::FlagProblems(); !problems.empty()) {
+    return spotps::UsageError(problems.ToStatus());
+  }
+  if (spotps::CheckFlagsOnly()) return 0;
   spotps::TuneAllocatorForBulkTransfers();
   return spotps::Run();
 }

@@ -27,20 +27,22 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/cluster.h"
 #include "common/atomic_file.h"
 #include "common/command_line.h"
+#include "common/exit_status.h"
+#include "common/log.h"
 #include "common/transport_args.h"
+#include "common/usage_problems.h"
 #include "tests/support/child_process.h"
+#include "tests/support/generated_corpus.h"
 #include "tests/support/log_fields.h"
 #include "trainer/data/byte_tokenizer.h"
 #include "trainer/data/training_data.h"
 #include "trainer/elastic/training_worker.h"
-#include "trainer/model/gpt_config.h"
-#include "tests/support/generated_corpus.h"
 #include "trainer/model/builtin_model.h"
+#include "trainer/model/gpt_config.h"
 #include "trainer/model/torchscript_model.h"
 #include "trainer/runtime/compute_runtime.h"
 
@@ -335,21 +337,18 @@ absl::Status MeasureRound(const GptConfig& config, const TrainingData& data, int
   return absl::OkStatus();
 }
 
-// What is wrong with the flags, all of it; empty if nothing.
-std::string FlagProblems() {
-  std::vector<std::string> problems;
-  if (absl::GetFlag(FLAGS_steps) < 1) problems.push_back("--steps must be at least 1");
-  if (absl::GetFlag(FLAGS_batch) < 1 || absl::GetFlag(FLAGS_seq_len) < 1) {
-    problems.push_back("--batch and --seq_len must be positive");
-  }
-  if (absl::GetFlag(FLAGS_threads) < 0) problems.push_back("--threads must not be negative");
-  for (int nice : {absl::GetFlag(FLAGS_shard_nice), absl::GetFlag(FLAGS_transfer_nice)}) {
-    if (nice < 0 || nice > 19) {
-      problems.push_back("--shard_nice and --transfer_nice must be in [0, 19]");
-      break;
-    }
-  }
-  return absl::StrJoin(problems, "; ");
+// Every problem with the flags, before anything starts.
+UsageProblems FlagProblems() {
+  UsageProblems problems;
+  problems.Require(absl::GetFlag(FLAGS_steps) >= 1, "--steps must be at least 1");
+  problems.Require(absl::GetFlag(FLAGS_batch) >= 1 && absl::GetFlag(FLAGS_seq_len) >= 1,
+                   "--batch and --seq_len must be positive");
+  problems.Require(absl::GetFlag(FLAGS_threads) >= 0, "--threads must not be negative");
+  problems.Require(absl::GetFlag(FLAGS_shard_nice) >= 0 && absl::GetFlag(FLAGS_shard_nice) <= 19 &&
+                       absl::GetFlag(FLAGS_transfer_nice) >= 0 &&
+                       absl::GetFlag(FLAGS_transfer_nice) <= 19,
+                   "--shard_nice and --transfer_nice must be in [0, 19]");
+  return problems;
 }
 
 int Run() {
@@ -414,10 +413,10 @@ int Run() {
 }  // namespace spotps
 
 int main(int argc, char** argv) {
+  spotps::SetLogProgramName("spotps-bench-trainer");
   spotps::ParseFlagsOrExit(argc, argv);
-  if (std::string problem = spotps::FlagProblems(); !problem.empty()) {
-    std::fprintf(stderr, "spotps-bench-trainer: %s\n", problem.c_str());
-    return 2;
+  if (spotps::UsageProblems problems = spotps::FlagProblems(); !problems.empty()) {
+    return spotps::UsageError(problems.ToStatus());
   }
   if (spotps::CheckFlagsOnly()) return 0;
   spotps::TuneAllocatorForBulkTransfers();

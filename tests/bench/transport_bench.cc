@@ -56,15 +56,20 @@
 #include <thread>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "client/cluster.h"
 #include "common/command_line.h"
+#include "common/exit_status.h"
+#include "common/log.h"
 #include "common/tensor_codec.h"
 #include "common/transport_args.h"
+#include "common/usage_problems.h"
 #include "ps/store/shard_store.h"
 #include "tests/support/child_process.h"
+#include "tests/support/count_list.h"
 
 ABSL_FLAG(std::string, sizes_m, "16,128", "Model sizes to measure, millions of parameters.");
 ABSL_FLAG(int, reps, 3, "Repetitions of each pull and push measurement.");
@@ -441,17 +446,24 @@ double CeilingRatio(const TcpRates& tcp, const ApplyRates& apply, const CodecRat
   return ceiling_gbps / tcp.best_gbps;
 }
 
+// Every problem with the flags, before anything starts.
+UsageProblems FlagProblems() {
+  UsageProblems problems;
+  problems.Check(testing::ParseCountList(absl::GetFlag(FLAGS_sizes_m)).status(), "--sizes_m");
+  problems.Require(absl::GetFlag(FLAGS_reps) >= 1, "--reps must be at least 1");
+  problems.Require(absl::GetFlag(FLAGS_apply_elements_m) >= 1,
+                   "--apply_elements_m must be at least 1");
+  return problems;
+}
+
 int Run() {
   testing::TempDir dir;
   const int reps = absl::GetFlag(FLAGS_reps);
   std::vector<Row> rows;
   std::printf("spotps-bench-transport: 2 shards on loopback, BF16 pull and push\n");
-  for (absl::string_view size : absl::StrSplit(absl::GetFlag(FLAGS_sizes_m), ',')) {
-    int64_t m = 0;
-    if (!absl::SimpleAtoi(size, &m) || m <= 0) {
-      std::fprintf(stderr, "bad --sizes_m entry '%s'\n", std::string(size).c_str());
-      return 2;
-    }
+  // FlagProblems checked them.
+  const std::vector<int64_t> sizes = *testing::ParseCountList(absl::GetFlag(FLAGS_sizes_m));
+  for (int64_t m : sizes) {
     auto measured = MeasureModel(m, reps, dir.path());
     if (!measured.ok()) {
       std::fprintf(stderr, "model %lldM: %s\n", static_cast<long long>(m),
@@ -519,7 +531,12 @@ int Run() {
 }  // namespace spotps
 
 int main(int argc, char** argv) {
+  spotps::SetLogProgramName("spotps-bench-transport");
   spotps::ParseFlagsOrExit(argc, argv);
+  if (spotps::UsageProblems problems = spotps::FlagProblems(); !problems.empty()) {
+    return spotps::UsageError(problems.ToStatus());
+  }
+  if (spotps::CheckFlagsOnly()) return 0;
   spotps::TuneAllocatorForBulkTransfers();
   return spotps::Run();
 }
