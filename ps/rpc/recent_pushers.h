@@ -19,8 +19,8 @@ namespace spotps {
 // pushes. A client counts as live from its first push, or from an
 // announcement before it (a trainer's Join), until it has been silent for
 // three of its intervals (at least `min_silence`), or for `unknown_silence`
-// while it has pushed at most once. Promises: at most
-// `max_clients` names are kept (the longest silent one makes room), so a client inventing names
+// while it has pushed at most once. Promises: at most `max_clients` names
+// are kept (the longest silent one makes room), so a client inventing names
 // costs bounded memory. Thread-safe.
 class RecentPushers {
  public:

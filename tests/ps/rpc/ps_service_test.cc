@@ -17,12 +17,14 @@ constexpr int kMaxMessageBytes = 2 << 20;
 
 class PsServiceTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    ShardOptions o;  // Shard 0 of 2, so some partitions belong elsewhere.
+  void SetUp() override { Start(SgdShard()); }
+  // Shard 0 of 2, so some partitions belong elsewhere.
+  static ShardOptions SgdShard() {
+    ShardOptions o;
     o.num_shards = 2;
     o.optimizer.kind = OptimizerKind::kSgd;
     o.schedule.base_lr = 0.25;
-    Start(o);
+    return o;
   }
   void Start(const ShardOptions& o) {
     if (server_ != nullptr) server_->Shutdown();
@@ -331,10 +333,7 @@ grpc::Status Join(v1::ParameterServer::Stub* stub, const std::string& worker,
 // rather than applying whichever arrived first alone. Once an update is
 // applied, a Join changes nothing (a joiner counts from its first push).
 TEST_F(PsServiceTest, TheFirstFreshUpdateWaitsForEveryTrainerThatJoined) {
-  ShardOptions o;
-  o.num_shards = 2;
-  o.optimizer.kind = OptimizerKind::kSgd;
-  o.schedule.base_lr = 0.25;
+  ShardOptions o = SgdShard();
   ASSERT_TRUE(ParseStalenessSpec("fresh", &o.staleness).ok());
   o.staleness.average_wait_ms = 60'000;  // No tick runs here: only a full update applies.
   Start(o);
