@@ -36,6 +36,7 @@ namespace {
 using testing::BinaryPath;
 using testing::ChildProcess;
 using testing::JsonSum;
+using testing::JsonValues;
 using testing::LocalShardCluster;
 using testing::LogTails;
 using testing::NetworkHosts;
@@ -126,15 +127,22 @@ void PartitionTest::RunJob(int cut, absl::Duration cut_for, bool durable, int un
     return hosts.Run(observer,
                      {BinaryPath("spotps-ctl"), "--ps=" + ps, "status", "--json", "--sample_s=0"});
   };
-  // Wait until the job is under way, then cut.
+  // Wait until the job is under way, every trainer in it, then cut: a
+  // trainer still starting up holds no unit to re-issue.
   const absl::Time give_up = absl::Now() + absl::Seconds(120);
   int64_t committed = 0;
-  while (absl::Now() < give_up && committed < units / 4) {
+  int trainers_committing = 0;
+  while (absl::Now() < give_up && (committed < units / 4 || trainers_committing < kTrainers)) {
     absl::SleepFor(absl::Milliseconds(300));
     auto s = status();
-    if (s.ok()) committed = JsonSum(*s, "committed");
+    if (!s.ok()) continue;
+    committed = JsonSum(*s, "committed");
+    const std::vector<int64_t> per_trainer = JsonValues(*s, "units_committed");
+    trainers_committing = static_cast<int>(
+        std::count_if(per_trainer.begin(), per_trainer.end(), [](int64_t n) { return n > 0; }));
   }
   ASSERT_GE(committed, units / 4) << LogTails(dir);
+  ASSERT_EQ(trainers_committing, kTrainers) << LogTails(dir);
   ASSERT_TRUE(hosts.Run(cut, {"ip", "link", "set", "eth0", "down"}).ok());
   absl::SleepFor(cut_for);
   ASSERT_TRUE(hosts.Run(cut, {"ip", "link", "set", "eth0", "up"}).ok());

@@ -1,5 +1,6 @@
 #include "tests/support/hosted_job.h"
 
+#include <numeric>
 #include <regex>
 
 #include "absl/strings/str_cat.h"
@@ -72,14 +73,19 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> StartHostedTrainer(
                              absl::StrCat(dir, "/trainer", index, ".log"));
 }
 
-int64_t JsonSum(const std::string& json, const std::string& key) {
-  int64_t sum = 0;
+std::vector<int64_t> JsonValues(const std::string& json, const std::string& key) {
+  std::vector<int64_t> values;
   const std::regex re("\"" + key + "\":([0-9]+)");
   for (auto it = std::sregex_iterator(json.begin(), json.end(), re); it != std::sregex_iterator();
        ++it) {
-    sum += std::stoll((*it)[1]);
+    values.push_back(std::stoll((*it)[1]));
   }
-  return sum;
+  return values;
+}
+
+int64_t JsonSum(const std::string& json, const std::string& key) {
+  const std::vector<int64_t> values = JsonValues(json, key);
+  return std::accumulate(values.begin(), values.end(), int64_t{0});
 }
 
 }  // namespace spotps::testing

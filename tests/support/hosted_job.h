@@ -6,6 +6,7 @@
 #ifndef SPOTPS_TESTS_SUPPORT_HOSTED_JOB_H_
 #define SPOTPS_TESTS_SUPPORT_HOSTED_JOB_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,7 +40,9 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> StartHostedTrainer(
     const NetworkHosts& hosts, const std::string& dir, const HostedShards& shards, int index,
     const std::string& tokens, const std::vector<std::string>& extra = {});
 
-// The sum of every `"key":N` in `json` (spotps-ctl status --json).
+// Every `"key":N` in `json` (spotps-ctl status --json), in order, and
+// their sum.
+std::vector<int64_t> JsonValues(const std::string& json, const std::string& key);
 int64_t JsonSum(const std::string& json, const std::string& key);
 
 }  // namespace spotps::testing

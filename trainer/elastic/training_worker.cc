@@ -248,10 +248,12 @@ absl::Status TrainingWorker::PushThen(const std::function<absl::Status()>& along
   }
   // The unit's commit and `alongside_settle` (the pull) go to different
   // places (the coordinator, the shards) and need not wait for each other;
-  // a "fresh" step also leases its next unit meanwhile.
+  // a "fresh" step also leases its next unit meanwhile, before the commit:
+  // a trainer cut off between the two then still holds a unit, whose lease
+  // runs out and is re-issued, rather than none.
   std::future<void> settled = std::async(std::launch::async, [this, applied, &push_id] {
-    SettleUnit(*applied, push_id);
     if (fresh_ && !leased_ahead_.has_value()) LeaseAhead();
+    SettleUnit(*applied, push_id);
   });
   absl::Status alongside;
   if (early_pull.valid()) {
