@@ -428,7 +428,7 @@ grpc::Status ParameterServerService::ServePush(grpc::ServerContext* context,
     // Most often its client was killed mid-push (a spot reclaim): stop
     // counting it, so that "fresh" updates stop waiting for it now rather
     // than after its silence. A live client that retries counts again.
-    pushers_.Forget(header.worker_id());
+    if (pushers_.Forget(header.worker_id())) RecountPushers();
     return Cancelled("push");
   }
   const absl::Time apply_start = absl::Now();
@@ -504,9 +504,7 @@ grpc::Status ParameterServerService::Join(grpc::ServerContext*, const v1::JoinRe
                                           v1::JoinResponse* response) {
   if (grpc::Status s = CheckWorkerId("join", request->worker_id()); !s.ok()) return s;
   if (store_->global_step() > 0) return grpc::Status::OK;  // Counted from its first push.
-  if (pushers_.Announce(request->worker_id(), absl::Now())) {
-    store_->SetLiveWorkers(pushers_.Count(absl::Now()));
-  }
+  if (pushers_.Announce(request->worker_id(), absl::Now())) RecountPushers();
   response->set_counted(true);
   return grpc::Status::OK;
 }
@@ -515,6 +513,7 @@ grpc::Status ParameterServerService::Leave(grpc::ServerContext*, const v1::Leave
                                            v1::LeaveResponse* response) {
   if (grpc::Status s = CheckWorkerId("leave", request->worker_id()); !s.ok()) return s;
   response->set_known(pushers_.Forget(request->worker_id()));
+  if (response->known()) RecountPushers();
   return grpc::Status::OK;
 }
 

@@ -68,6 +68,9 @@ class ParameterServerService final : public v1::ParameterServer::Service {
   int RecentWorkers() { return pushers_.Count(absl::Now()); }
 
  private:
+  // Tells the store how many workers push to it now: at once where one
+  // left, so that an update waiting for it stops waiting.
+  void RecountPushers() { store_->SetLiveWorkers(RecentWorkers()); }
   grpc::Status ServePull(grpc::ServerContext* context, const v1::PullRequest* request,
                          grpc::ServerSplitStreamer<v1::PullRequest, grpc::ByteBuffer>* stream);
   // `apply` receives the time the store took to apply the push.

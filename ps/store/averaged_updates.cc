@@ -60,24 +60,28 @@ PushOutcome AveragedUpdates::Admit(absl::string_view push_id, v1::DType dtype,
   }
   // Another push may join before the take, or take this one first: either
   // way it is in update number average_update.
-  if (full) ApplyHeld(absl::ZeroDuration());
+  if (full) ApplyHeld([](const PushAverage&) { return true; });
   outcome.global_step = target_.global_step();
   return outcome;
 }
 
 bool AveragedUpdates::ApplyHeldOlderThan(absl::Duration age) {
   absl::ReaderMutexLock whole_push(&whole_push_mu_);
-  return ApplyHeld(age);
+  const absl::Time now = absl::Now();
+  return ApplyHeld([&](const PushAverage& held) { return now - held.oldest() >= age; });
 }
 
-bool AveragedUpdates::ApplyHeld(absl::Duration age) {
+bool AveragedUpdates::ApplyHeldIfComplete() {
+  absl::ReaderMutexLock whole_push(&whole_push_mu_);
+  return ApplyHeld([this](const PushAverage& held) { return held.pushes() >= Target(); });
+}
+
+bool AveragedUpdates::ApplyHeld(const std::function<bool(const PushAverage&)>& ready) {
   absl::MutexLock in_order(&apply_mu_);
   PushAverage::Batch batch;
   {
     absl::MutexLock lock(&held_mu_);
-    if (held_ == nullptr || held_->pushes() == 0 || absl::Now() - held_->oldest() < age) {
-      return false;
-    }
+    if (held_ == nullptr || held_->pushes() == 0 || !ready(*held_)) return false;
     batch = held_->Take();
     taken_ += 1;
   }

@@ -3,6 +3,7 @@
 #ifndef SPOTPS_PS_STORE_AVERAGED_UPDATES_H_
 #define SPOTPS_PS_STORE_AVERAGED_UPDATES_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +25,7 @@ class AveragedUpdates : public ApplyOnArrival {
   void DropHeld(std::vector<std::string>* ids) const override;
   void FillStats(v1::StatsResponse* stats) const override;
   bool ApplyHeldOlderThan(absl::Duration age) override;
+  bool ApplyHeldIfComplete() override;
   bool WaitForAveragedUpdate(uint64_t update, absl::Time deadline) const override;
   size_t held_pushes() const override;
 
@@ -38,9 +40,10 @@ class AveragedUpdates : public ApplyOnArrival {
  private:
   // How many held pushes make an averaged update.
   size_t Target() const;
-  // Takes the held pushes, if the oldest waited at least `age`, and applies
-  // them as the next averaged update; false if there was nothing to apply.
-  bool ApplyHeld(absl::Duration age) ABSL_SHARED_LOCKS_REQUIRED(whole_push_mu_);
+  // Takes the held pushes, if `ready` says so of them, and applies them as
+  // the next averaged update; false if there was nothing to apply.
+  bool ApplyHeld(const std::function<bool(const PushAverage&)>& ready)
+      ABSL_SHARED_LOCKS_REQUIRED(whole_push_mu_);
   void ApplyAverage(PushAverage::Batch batch) ABSL_SHARED_LOCKS_REQUIRED(whole_push_mu_);
 
   // apply_mu_ (taken before held_mu_) keeps averaged updates whole and in

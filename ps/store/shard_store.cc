@@ -524,6 +524,11 @@ void ShardStore::ObserveStaleness(uint64_t staleness) {
 
 size_t ShardStore::held_pushes() const { return policy_->held_pushes(); }
 
+void ShardStore::SetLiveWorkers(int n) {
+  const int before = live_workers_.exchange(n, std::memory_order_relaxed);
+  if (n < before && initialized()) policy_->ApplyHeldIfComplete();
+}
+
 bool ShardStore::ApplyHeldOlderThan(absl::Duration age) {
   return initialized() && policy_->ApplyHeldOlderThan(age);
 }

@@ -184,8 +184,10 @@ class ShardStore : private UpdateTarget {
   bool WaitForAveragedUpdate(uint64_t update, absl::Time deadline) const;
   // The live workers (spotps-ps counts them every 100 ms: the clients
   // pushing to the shard that have not left or fallen silent); 0: unknown,
-  // which "avg" takes as one. Sizes "avg"'s k and "warmup"'s length.
-  void SetLiveWorkers(int n) { live_workers_.store(n, std::memory_order_relaxed); }
+  // which "avg" takes as one. Sizes "avg"'s k and "warmup"'s length. When
+  // it falls, a held update that has every remaining worker's push is
+  // applied at once rather than after its wait.
+  void SetLiveWorkers(int n);
   // Pushes held for the next averaged update.
   size_t held_pushes() const;
   // Running mean staleness (exponential, over the last ~32 partition updates).

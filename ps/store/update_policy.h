@@ -132,6 +132,9 @@ class UpdatePolicy {
     (void)age;
     return false;
   }
+  // Applies the held update if it already holds its k pushes (k fell: a
+  // worker left or fell silent); whether it applied one.
+  virtual bool ApplyHeldIfComplete() { return false; }
   virtual bool WaitForAveragedUpdate(uint64_t update, absl::Time deadline) const;
   virtual size_t held_pushes() const { return 0; }
   // Sync rounds (ShardStore::ApplyRound); FAILED_PRECONDITION elsewhere.

@@ -99,6 +99,22 @@ class PsServiceTest : public ::testing::Test {
     return p;
   }
 
+  // "fresh" with no tick running (as spotps-ps runs one): only an update
+  // that has every live worker's push applies. Initialized.
+  void StartFreshWithoutTicks() {
+    ShardOptions o = SgdShard();
+    ASSERT_TRUE(ParseStalenessSpec("fresh", &o.staleness).ok());
+    o.staleness.average_wait_ms = 60'000;
+    Start(o);
+    InitValid();
+  }
+  // A valid push of ones, named `worker`.
+  grpc::Status PushAs(const std::string& worker) {
+    v1::PushRequest p = GoodPush(1.0f);
+    p.set_worker_id(worker);
+    return SendPush({p});
+  }
+
   grpc::Status SendPush(const std::vector<v1::PushRequest>& messages) {
     grpc::ClientContext ctx;
     v1::PushResponse reply;
@@ -333,11 +349,7 @@ grpc::Status Join(v1::ParameterServer::Stub* stub, const std::string& worker,
 // rather than applying whichever arrived first alone. Once an update is
 // applied, a Join changes nothing (a joiner counts from its first push).
 TEST_F(PsServiceTest, TheFirstFreshUpdateWaitsForEveryTrainerThatJoined) {
-  ShardOptions o = SgdShard();
-  ASSERT_TRUE(ParseStalenessSpec("fresh", &o.staleness).ok());
-  o.staleness.average_wait_ms = 60'000;  // No tick runs here: only a full update applies.
-  Start(o);
-  InitValid();
+  StartFreshWithoutTicks();
   v1::JoinResponse reply;
   for (const char* worker : {"trainer-a", "trainer-b"}) {
     ASSERT_TRUE(Join(stub_.get(), worker, &reply).ok());
@@ -345,11 +357,7 @@ TEST_F(PsServiceTest, TheFirstFreshUpdateWaitsForEveryTrainerThatJoined) {
   }
   EXPECT_EQ(Stats().live_pushers(), 2u);
   EXPECT_EQ(Stats().average_target(), 2u);
-  auto push_as = [this](const std::string& worker) {
-    v1::PushRequest p = GoodPush(1.0f);
-    p.set_worker_id(worker);
-    return SendPush({p});
-  };
+  auto push_as = [this](const std::string& worker) { return PushAs(worker); };
   std::future<grpc::Status> a = std::async(std::launch::async, push_as, "trainer-a");
   // trainer-a's push is held (its bytes counted), and not applied alone.
   for (int i = 0; i < 500 && Stats().bytes_in() == 0; ++i) absl::SleepFor(absl::Milliseconds(10));
@@ -368,6 +376,43 @@ TEST_F(PsServiceTest, TheFirstFreshUpdateWaitsForEveryTrainerThatJoined) {
                "join names a worker_id of 0 bytes");
   ExpectStatus(Join(stub_.get(), std::string(129, 'x'), &reply), grpc::StatusCode::INVALID_ARGUMENT,
                "want 1 to 128");
+}
+
+// A trainer that leaves (a drain) frees the "fresh" update that waits only
+// for its push: the others' pushes are applied at once, not after
+// --average_wait_ms.
+TEST_F(PsServiceTest, ATrainerLeavingFreesTheFreshUpdateWaitingForIt) {
+  StartFreshWithoutTicks();
+  v1::JoinResponse joined;
+  for (const char* worker : {"trainer-a", "trainer-b", "trainer-c"}) {
+    ASSERT_TRUE(Join(stub_.get(), worker, &joined).ok());
+  }
+  auto push_as = [this](const std::string& worker) { return PushAs(worker); };
+  // Each push held (its bytes counted) in turn.
+  auto await_bytes = [this](uint64_t at_least) {
+    for (int i = 0; i < 500 && Stats().bytes_in() < at_least; ++i) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return Stats().bytes_in();
+  };
+  std::future<grpc::Status> a = std::async(std::launch::async, push_as, "trainer-a");
+  const uint64_t one_push = await_bytes(1);
+  ASSERT_GT(one_push, 0u);
+  std::future<grpc::Status> b = std::async(std::launch::async, push_as, "trainer-b");
+  ASSERT_GE(await_bytes(2 * one_push), 2 * one_push);
+  EXPECT_EQ(b.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
+  EXPECT_EQ(Stats().global_step(), 0u);  // Held for trainer-c.
+  grpc::ClientContext ctx;
+  v1::LeaveRequest leave;
+  leave.set_worker_id("trainer-c");
+  v1::LeaveResponse left;
+  ASSERT_TRUE(stub_->Leave(&ctx, leave, &left).ok());
+  ASSERT_EQ(a.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  ASSERT_EQ(b.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_TRUE(a.get().ok());
+  EXPECT_TRUE(b.get().ok());
+  EXPECT_EQ(Stats().global_step(), 1u);  // One update, both pushes.
+  EXPECT_EQ(Stats().pushes_applied(), 2u);
 }
 
 // A push stream cut off mid-way (its client killed) stops the client

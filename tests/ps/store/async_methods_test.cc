@@ -120,6 +120,31 @@ TEST(AveragedPushesTest, TheBoundedWaitAppliesFewerAndLiveWorkersSetK) {
   EXPECT_FLOAT_EQ(w[0], 1.0f - 0.5f * 1.5f - 0.5f * 2.0f);
 }
 
+// A worker leaving (k falls) frees an update that waits only for its push:
+// it is applied at once, not after the bounded wait.
+TEST(AveragedPushesTest, FewerLiveWorkersApplyAnUpdateThatHoldsAllOfTheirs) {
+  ShardOptions o = Sgd(0.5);
+  o.staleness.average = o.staleness.fresh = true;
+  auto store = Store(o);
+  store->SetLiveWorkers(3);
+  ASSERT_TRUE(PushScaled(*store, "a", 1.0f, 0).ok());
+  ASSERT_TRUE(PushScaled(*store, "b", 2.0f, 0).ok());
+  store->SetLiveWorkers(3);  // No change: still waiting for the third.
+  EXPECT_EQ(store->held_pushes(), 2u);
+  store->SetLiveWorkers(2);
+  EXPECT_EQ(store->held_pushes(), 0u);
+  EXPECT_EQ(*store->Version(0), 1u);
+  EXPECT_TRUE(store->WaitForAveragedUpdate(1, absl::Now()));
+  EXPECT_FLOAT_EQ(Weights(*store)[0], 1.0f - 0.5f * 1.5f);
+  // An update short of even the smaller k still waits.
+  store->SetLiveWorkers(4);
+  ASSERT_TRUE(PushScaled(*store, "c", 1.0f, 1).ok());
+  ASSERT_TRUE(PushScaled(*store, "d", 1.0f, 1).ok());
+  store->SetLiveWorkers(3);
+  EXPECT_EQ(store->held_pushes(), 2u);
+  EXPECT_EQ(*store->Version(0), 1u);
+}
+
 // Local mode (share_of_k): an update short of its k pushes moves the
 // weights by their sum / k; a full one by their mean, as without it.
 TEST(AveragedPushesTest, ShareOfKAppliesAShortUpdatesSumOverK) {
