@@ -117,6 +117,11 @@ struct PushResult {
 class GradientStream {
  public:
   virtual ~GradientStream() = default;  // Cancels the push unless finished.
+  // Sends every shard the push's first message now, before any gradient
+  // (otherwise it goes with the first partition). A shard then learns at
+  // once when this client dies while it computes (the stream breaks), and
+  // stops counting it as a live pusher; "fresh" updates stop waiting.
+  virtual void Announce() = 0;
   // Sends partition `partition_id`'s gradient, values[0, its size), FP32,
   // as soon as it makes a message (encoded on the calling thread). Each
   // partition once, in any order; `values` must stay valid until Finish.

@@ -35,6 +35,7 @@ class ShardStreams final : public GradientStream {
                absl::Span<const uint64_t> base_versions, const GradientStreamOptions& options);
   ~ShardStreams() override;
 
+  void Announce() override;
   void Send(uint32_t partition_id, const float* values) override;
   absl::StatusOr<PushResult> Finish(float gradient_scale,
                                     const std::function<void()>& after_sent) override;
@@ -107,6 +108,15 @@ void ShardStreams::Flush(ShardLane& lane, const std::string& fields) {
   lane.pending = 0;
   lane.header_sent = true;
   if (!lane.broken && !lane.writer->Write(frame.Take())) lane.broken = true;
+}
+
+void ShardStreams::Announce() {
+  if (finished_) return;
+  // Every later message but the last holds at least kMinStreamMessageBytes,
+  // so the shard's message bound (2 + payload / that) still holds.
+  for (std::unique_ptr<ShardLane>& lane : lanes_) {
+    if (lane != nullptr && !lane->header_sent) Flush(*lane, lane->header.SerializeAsString());
+  }
 }
 
 void ShardStreams::Send(uint32_t partition_id, const float* values) {

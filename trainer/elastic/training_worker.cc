@@ -399,9 +399,28 @@ absl::StatusOr<double> TrainingWorker::ComputeGradient(uint64_t data_unit, int64
       data_->TrainBatch(options_.data_seed, data_unit, options_.batch_size, options_.seq_len);
   if (!batch.ok()) return batch.status();
   if (row_begin > 0 || row_end < options_.batch_size) *batch = batch->Rows(row_begin, row_end);
+  if (stream_versions != nullptr) {
+    // Open before the forward: a shard whose stream breaks (this process
+    // killed) stops waiting for our push at once, not after our silence.
+    pending_push_id_ = push_id;
+    absl::StatusOr<std::unique_ptr<GradientStream>> stream =
+        cluster_->StartPush(*stream_versions, wire_dtype_, pending_push_id_);
+    if (!stream.ok()) return stream.status();
+    stream_ = *std::move(stream);
+    stream_->Announce();
+  }
+  absl::StatusOr<double> value =
+      ForwardAndBackward(data_unit, *batch, stream_versions != nullptr ? stream_.get() : nullptr);
+  if (!value.ok()) stream_.reset();  // Cancelled: the shards apply nothing of it.
+  return value;
+}
+
+absl::StatusOr<double> TrainingWorker::ForwardAndBackward(uint64_t data_unit,
+                                                          const TrainingBatch& batch,
+                                                          GradientStream* stream) {
   // A handle copy shares the parameter; its grad is the parameter's.
   for (torch::Tensor p : binding_.parameters()) p.mutable_grad().reset();
-  absl::StatusOr<torch::Tensor> loss = ComputeLoss(*model_, *batch, options_.dtype);
+  absl::StatusOr<torch::Tensor> loss = ComputeLoss(*model_, batch, options_.dtype);
   if (!loss.ok()) return loss.status();
   absl::StatusOr<double> value = CatchTorchErrors([&] { return loss->item<double>(); });
   if (!value.ok()) return value.status();
@@ -412,23 +431,13 @@ absl::StatusOr<double> TrainingWorker::ComputeGradient(uint64_t data_unit, int64
         "the loss of ", model_->name(), " is ", *value, " on unit ", data_unit,
         ": its gradient is not pushed (a broken model, or training diverged: lower --lr)"));
   }
-  if (stream_versions != nullptr) {
-    pending_push_id_ = push_id;
-    absl::StatusOr<std::unique_ptr<GradientStream>> stream =
-        cluster_->StartPush(*stream_versions, wire_dtype_, pending_push_id_);
-    if (!stream.ok()) return stream.status();
-    stream_ = *std::move(stream);
-    backward_push_->Begin(stream_.get(), absl::MakeSpan(gradient_));
-  }
+  if (stream != nullptr) backward_push_->Begin(stream, absl::MakeSpan(gradient_));
   absl::Status backward = CatchTorchErrors([&] {
                             loss->backward();
                             return true;
                           }).status();
-  if (stream_versions != nullptr) streamed_squares_ = backward_push_->End();
-  if (!backward.ok()) {
-    stream_.reset();  // Cancelled: the shards apply nothing of it.
-    return backward;
-  }
+  if (stream != nullptr) streamed_squares_ = backward_push_->End();
+  if (!backward.ok()) return backward;
   return value;
 }
 

@@ -179,10 +179,15 @@ class TrainingWorker {
   // returns the loss. The gradient stays in the parameters' grads, or,
   // with `stream_versions` (the weights' versions), goes out during
   // backward as a push `push_id` left open in stream_ (BackwardPush), and
-  // into gradient_.
+  // into gradient_; that push is announced to the shards before the
+  // forward, so that they notice at once if this process dies.
   absl::StatusOr<double> ComputeGradient(uint64_t data_unit, int64_t row_begin, int64_t row_end,
                                          const std::vector<uint64_t>* stream_versions,
                                          const std::string& push_id);
+  // ComputeGradient's forward and backward of `batch`, the gradient going
+  // out into `stream` during backward unless it is null.
+  absl::StatusOr<double> ForwardAndBackward(uint64_t data_unit, const TrainingBatch& batch,
+                                            GradientStream* stream);
   // Makes the computed gradient (of `rows` of the unit's batch) the pending
   // one: gradient_ (gathered unless streamed), gradient_scale_ (clipping,
   // a ramp half's share) and pending_push_id_ = `push_id` unless streamed.

@@ -158,6 +158,53 @@ TEST_F(GradientStreamTest, AStreamCutShortChangesNothingAndItsIdStaysFree) {
   EXPECT_EQ(retry->global_step, 1u);
 }
 
+// Announce sends the header before any gradient: a client that dies while
+// it computes (its stream cut off) stops counting as a live pusher at once,
+// where without it the shards would hear nothing until its silence ran out
+// (10 s after a single push). An announced push that finishes is applied.
+TEST_F(GradientStreamTest, AnAnnouncedStreamThatBreaksStopsItsClientCounting) {
+  TwoShards shards(layout_);
+  const std::vector<float> g = Gradient();
+  const WeightSnapshot base = shards.PullAll();
+  const PartitionMap& map = shards.cluster().partition_map();
+  auto live = [&shards] {
+    uint32_t n = 0;
+    for (const v1::StatsResponse& s : *shards.cluster().Stats()) n += s.live_pushers();
+    return n;
+  };
+  ASSERT_TRUE(shards.cluster().Push(g, base.versions, v1::DTYPE_FP32, "counted-1").ok());
+  ASSERT_EQ(live(), static_cast<uint32_t>(kShards));
+
+  // Cancelled without Announce: the shards never heard of it.
+  auto silent = shards.cluster().StartPush(shards.PullAll().versions, v1::DTYPE_FP32, "quiet-1");
+  ASSERT_TRUE(silent.ok());
+  silent->reset();
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(live(), static_cast<uint32_t>(kShards));
+
+  auto announced = shards.cluster().StartPush(shards.PullAll().versions, v1::DTYPE_FP32, "cut-2");
+  ASSERT_TRUE(announced.ok());
+  (*announced)->Announce();
+  absl::SleepFor(absl::Milliseconds(200));  // The headers reach the shards.
+  announced->reset();                       // The process "dies": its streams break.
+  const absl::Time give_up = absl::Now() + absl::Seconds(5);
+  while (live() != 0 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_EQ(live(), 0u);
+
+  const WeightSnapshot now = shards.PullAll();
+  auto whole = shards.cluster().StartPush(now.versions, v1::DTYPE_FP32, "whole-1");
+  ASSERT_TRUE(whole.ok());
+  (*whole)->Announce();
+  for (uint32_t id : ShuffledPartitions(shards.cluster(), 5)) {
+    (*whole)->Send(id, g.data() + map.partitions()[id].flat_begin);
+  }
+  absl::StatusOr<PushResult> applied = (*whole)->Finish(1.0f);
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  EXPECT_FALSE(applied->duplicate);
+  EXPECT_EQ(applied->global_step, 2u);
+  EXPECT_EQ(live(), static_cast<uint32_t>(kShards));  // Counted again.
+}
+
 TEST_F(GradientStreamTest, APullWithMinVersionsWaitsForTheUpdate) {
   TwoShards shards(layout_);
   const std::vector<float> g = Gradient();
