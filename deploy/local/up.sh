@@ -107,11 +107,15 @@ if [ -n "$RESUME" ]; then
 else
   say "starting $SHARDS shards (logs in $run_dir); shard 0 coordinates $EPOCHS epoch(s) of $units units"
 fi
+# The job's first unit waits for all of its trainers (--min_workers), so
+# that its first "fresh" update holds every trainer's first gradient.
+start_gate=$WORKERS; [ "$SECONDS_TO_TRAIN" -gt 0 ] || start_gate=0
 # Shards 1..N-1 first: shard 0 needs their addresses to drive checkpoints.
 start_local_shards "$bin" "$run_dir" "$SHARDS" --optimizer=adamw --lr="$LR" --warmup_steps=50 \
     --weight_decay=0.01 --beta2=0.99 --consistency="$CONSISTENCY" \
     --checkpoint_dir="$run_dir/checkpoints/shard{i}" --metrics_listen=127.0.0.1:0 \
-    -- --epochs="$EPOCHS" --units_per_epoch="$units" --checkpoint_every_s=30 || exit 1
+    -- --epochs="$EPOCHS" --units_per_epoch="$units" --checkpoint_every_s=30 \
+    --min_workers="$start_gate" || exit 1
 addresses=$shard_addresses
 say "shards at $addresses"
 # Shard 0 serves the status page on its metrics port (every process serves
