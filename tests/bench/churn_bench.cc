@@ -31,12 +31,17 @@
 #include <random>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "client/cluster.h"
 #include "common/atomic_file.h"
 #include "common/command_line.h"
+#include "common/consistency.h"
+#include "common/exit_status.h"
+#include "common/log.h"
+#include "common/usage_problems.h"
 #include "tests/support/child_process.h"
 #include "tests/support/fake_metadata_server.h"
 #include "tests/support/generated_corpus.h"
@@ -119,6 +124,9 @@ testing::JobOptions OptionsFromFlags() {
   o.epochs = 1;
   o.units_per_epoch = static_cast<int>(absl::GetFlag(FLAGS_units));
   o.consistency = absl::GetFlag(FLAGS_consistency);
+  // Local steps keep the outer optimizer their mode defaults to (Nesterov
+  // SGD); the trainers run the inner AdamW.
+  o.default_optimizer = absl::StartsWith(o.consistency, "local:");
   o.model = absl::GetFlag(FLAGS_model);
   o.batch = static_cast<int>(absl::GetFlag(FLAGS_batch));
   o.seq_len = static_cast<int>(absl::GetFlag(FLAGS_seq_len));
@@ -302,24 +310,36 @@ void Print(const char* name, int trainers, const RunResult& r) {
   std::fflush(stdout);
 }
 
-// What is wrong with the flags, all of it; empty if nothing.
-std::string FlagProblems() {
-  std::vector<std::string> problems;
-  if (absl::GetFlag(FLAGS_trainers) < 1) problems.push_back("--trainers must be at least 1");
-  if (absl::GetFlag(FLAGS_units) < 2) problems.push_back("--units must be at least 2");
-  if (absl::GetFlag(FLAGS_batch) < 1 || absl::GetFlag(FLAGS_seq_len) < 1) {
-    problems.push_back("--batch and --seq_len must be positive");
+// Every problem with the flags, before anything starts.
+UsageProblems FlagProblems() {
+  UsageProblems problems;
+  problems.Check(ParseConsistency(absl::GetFlag(FLAGS_consistency)).status(), "--consistency");
+  for (const auto& [name, value] :
+       {std::pair<const char*, int64_t>{"--trainers", absl::GetFlag(FLAGS_trainers)},
+        {"--batch", absl::GetFlag(FLAGS_batch)},
+        {"--seq_len", absl::GetFlag(FLAGS_seq_len)},
+        {"--threads", absl::GetFlag(FLAGS_threads)}}) {
+    problems.Require(value >= 1, absl::StrCat(name, " must be at least 1"));
   }
-  if (!(absl::GetFlag(FLAGS_preempt_every_s) > 0)) {
-    problems.push_back("--preempt_every_s must be positive");
+  problems.Require(absl::GetFlag(FLAGS_units) >= 2, "--units must be at least 2");
+  for (const auto& [name, value] :
+       {std::pair<const char*, double>{"--preempt_every_s", absl::GetFlag(FLAGS_preempt_every_s)},
+        {"--worker_lease_s", absl::GetFlag(FLAGS_worker_lease_s)},
+        {"--unit_lease_s", absl::GetFlag(FLAGS_unit_lease_s)},
+        {"--job_timeout_s", absl::GetFlag(FLAGS_job_timeout_s)}}) {
+    problems.Require(value > 0, absl::StrCat(name, " must be positive"));
   }
   const double share = absl::GetFlag(FLAGS_notice_share);
-  if (!(share >= 0 && share <= 1)) problems.push_back("--notice_share must be in [0, 1]");
-  if (!(absl::GetFlag(FLAGS_notice_window_s) >= 0) ||
-      !(absl::GetFlag(FLAGS_replace_after_s) >= 0)) {
-    problems.push_back("--notice_window_s and --replace_after_s must not be negative");
+  problems.Require(share >= 0 && share <= 1, "--notice_share must be in [0, 1]");
+  problems.Require(
+      absl::GetFlag(FLAGS_notice_window_s) >= 0 && absl::GetFlag(FLAGS_replace_after_s) >= 0,
+      "--notice_window_s and --replace_after_s must not be negative");
+  if (const std::string data = absl::GetFlag(FLAGS_data); !data.empty()) {
+    struct stat st;
+    problems.Require(::stat(data.c_str(), &st) == 0 && S_ISREG(st.st_mode),
+                     absl::StrCat("--data: no file ", data));
   }
-  return absl::StrJoin(problems, "; ");
+  return problems;
 }
 
 int Main() {
@@ -374,10 +394,10 @@ int Main() {
 }  // namespace spotps
 
 int main(int argc, char** argv) {
+  spotps::SetLogProgramName("spotps-bench-churn");
   spotps::ParseFlagsOrExit(argc, argv);
-  if (std::string problem = spotps::FlagProblems(); !problem.empty()) {
-    std::fprintf(stderr, "spotps-bench-churn: %s\n", problem.c_str());
-    return 2;
+  if (spotps::UsageProblems problems = spotps::FlagProblems(); !problems.empty()) {
+    return spotps::UsageError(problems.ToStatus());
   }
   if (spotps::CheckFlagsOnly()) return 0;
   return spotps::Main();
