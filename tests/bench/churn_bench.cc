@@ -34,7 +34,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "client/cluster.h"
 #include "common/atomic_file.h"
 #include "common/command_line.h"
