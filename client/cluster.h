@@ -84,7 +84,8 @@ struct PullOptions {
   // Empty, or one per partition: a partition is sent once its version is at
   // least this (PullRequest.min_versions): a trainer asks for the update
   // its push is in while the shards still apply it. A shard waits about
-  // twice its --average_wait_ms at most, then sends what it has.
+  // twice its --average_wait_ms at most, and no more than half the call's
+  // deadline, then sends what it has.
   std::vector<uint64_t> min_versions;
   // Called with each partition's id once it has arrived whole, from the
   // pull's threads (so that a model can start on the first layers while the

@@ -106,6 +106,21 @@ grpc::Status Cancelled(const char* what) {
                       what));
 }
 
+// Until when a call may wait for an update before it answers with what
+// there is: about as long as a "fresh" push waits for its averaged update
+// (the shard's tick applies what waited average_wait_ms; twice that is
+// ample), and no later than halfway to the call's deadline. A wait that ran
+// up to the deadline would leave no time for the answer: the client would
+// see DEADLINE_EXCEEDED and, retrying, wait the same way again.
+absl::Time UpdateWaitEnd(const grpc::ServerContext& context, int average_wait_ms) {
+  const absl::Time now = absl::Now();
+  absl::Time end = now + absl::Milliseconds(2 * average_wait_ms + 100);
+  if (context.deadline() != std::chrono::system_clock::time_point::max()) {
+    end = std::min(end, now + (absl::FromChrono(context.deadline()) - now) / 2);
+  }
+  return end;
+}
+
 constexpr size_t kMaxWorkerIdBytes = 128;  // parameter_server.proto, PushRequest.
 
 constexpr char kPushWithoutFirstMessage[] =
@@ -287,13 +302,9 @@ grpc::Status ParameterServerService::ServePull(
                                            request->min_versions_size(),
                                            request->partition_ids_size()));
   }
-  // A pull that waits for updates waits about as long as a "fresh" push
-  // waits for its averaged update, then sends what there is.
-  absl::Time wait_until =
-      absl::Now() + absl::Milliseconds(2 * store_->staleness().average_wait_ms + 100);
-  if (context->deadline() != std::chrono::system_clock::time_point::max()) {
-    wait_until = std::min(wait_until, absl::FromChrono(context->deadline()));
-  }
+  // A pull that waits for updates (its push may have been a duplicate, in
+  // no update at all) sends what there is once the wait ends.
+  const absl::Time wait_until = UpdateWaitEnd(*context, store_->staleness().average_wait_ms);
   std::set<uint32_t> unique_ids;
   for (uint32_t id : ids) {
     if (!unique_ids.insert(id).second) {
@@ -457,14 +468,9 @@ grpc::Status ParameterServerService::ServePush(grpc::ServerContext* context,
 
 void ParameterServerService::AwaitFreshWeights(const grpc::ServerContext& context,
                                                PushOutcome* outcome) const {
-  // The shard's tick applies what waited average_wait_ms; twice that is
-  // ample. Past it the push stays held and is answered as "avg" answers.
-  absl::Time deadline =
-      absl::Now() + absl::Milliseconds(2 * store_->staleness().average_wait_ms + 100);
-  if (context.deadline() != std::chrono::system_clock::time_point::max()) {
-    deadline = std::min(deadline, absl::FromChrono(context.deadline()));
-  }
-  if (!store_->WaitForAveragedUpdate(outcome->average_update, deadline)) return;
+  // Past the wait the push stays held and is answered as "avg" answers.
+  const absl::Time end = UpdateWaitEnd(context, store_->staleness().average_wait_ms);
+  if (!store_->WaitForAveragedUpdate(outcome->average_update, end)) return;
   for (size_t i = 0; i < outcome->partition_ids.size(); ++i) {
     outcome->new_versions[i] = *store_->Version(outcome->partition_ids[i]);
   }

@@ -76,7 +76,7 @@ class ParameterServerService final : public v1::ParameterServer::Service {
   // `apply` receives the time the store took to apply the push.
   grpc::Status ServePush(grpc::ServerContext* context, grpc::ServerReader<grpc::ByteBuffer>* reader,
                          v1::PushResponse* response, absl::Duration* apply);
-  // "fresh": waits (bounded, within the call's deadline) until the averaged
+  // "fresh": waits (bounded, at most half the call's deadline) until the averaged
   // update holding the push is applied, then reports the versions after it.
   void AwaitFreshWeights(const grpc::ServerContext& context, PushOutcome* outcome) const;
   // The watched partitions' versions and the shard's counters now.

@@ -41,6 +41,7 @@ class TwoShards {
       EXPECT_NE(port, 0);
       addresses += (s ? "," : "") + std::string("127.0.0.1:") + std::to_string(port);
     }
+    addresses_ = addresses;
     cluster_ = *Cluster::Connect(addresses);
     std::vector<float> init(layout.total_elements());
     for (size_t i = 0; i < init.size(); ++i) init[i] = static_cast<float>(i % 13);
@@ -50,6 +51,7 @@ class TwoShards {
     for (auto& server : servers_) server->Shutdown();
   }
   Cluster& cluster() { return *cluster_; }
+  const std::string& addresses() const { return addresses_; }
   WeightSnapshot PullAll() {
     WeightSnapshot w;
     EXPECT_TRUE(cluster_->Pull(v1::DTYPE_FP32, &w).ok());
@@ -60,6 +62,7 @@ class TwoShards {
   std::vector<std::unique_ptr<ShardStore>> stores_;
   std::vector<std::unique_ptr<ParameterServerService>> services_;
   std::vector<std::unique_ptr<grpc::Server>> servers_;
+  std::string addresses_;
   std::unique_ptr<Cluster> cluster_;
 };
 
@@ -239,6 +242,30 @@ TEST_F(GradientStreamTest, APullWhoseUpdateNeverComesGetsTheWeightsAfterABounded
   const absl::Duration waited = absl::Now() - start;
   EXPECT_GE(waited, absl::Milliseconds(300));  // 2 x 100 ms + 100 ms.
   EXPECT_LT(waited, absl::Seconds(10));
+  EXPECT_EQ(w.values, base.values);
+  EXPECT_EQ(w.versions, base.versions);
+}
+
+// A trainer whose push was a duplicate (a re-issued unit another trainer
+// had pushed) waits for an update that never comes. Were the shard to wait
+// up to the call's deadline, every attempt would end DEADLINE_EXCEEDED and
+// the retries would never end.
+TEST_F(GradientStreamTest, AWaitingPullAnswersBeforeAShortDeadline) {
+  TwoShards shards(layout_, /*average_wait_ms=*/1000);  // Waits up to 2.1 s.
+  const WeightSnapshot base = shards.PullAll();
+  ClusterOptions hurried;
+  hurried.retry.deadline = absl::Milliseconds(800);
+  hurried.retry.max_attempts = 1;
+  auto cluster = Cluster::Connect(shards.addresses(), hurried);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  ASSERT_TRUE((*cluster)->FetchLayout().ok());
+  PullOptions options;
+  for (uint64_t v : base.versions) options.min_versions.push_back(v + 1);
+  WeightSnapshot w;
+  const absl::Time start = absl::Now();
+  absl::Status pulled = (*cluster)->Pull(v1::DTYPE_FP32, &w, options);
+  ASSERT_TRUE(pulled.ok()) << pulled;
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(800));
   EXPECT_EQ(w.values, base.values);
   EXPECT_EQ(w.versions, base.versions);
 }
