@@ -93,6 +93,10 @@ trainer_pids=()
 # shows a dash for what it never measured.
 eval_flags=("--eval_every=15 --eval_batches=2" "--eval_batches=0")
 for i in 0 1; do
+  # Trainer 1 starts once trainer 0 has trained a while: two trainers on the
+  # same weights draw nearly the same curves, and the one drawn last would
+  # hide the other in the screenshot; trainer 0's early stretch stays its own.
+  [ "$i" -eq 1 ] && wait_log "$work/trainer0.log" 120 'step (40) loss' > /dev/null
   # shellcheck disable=SC2086
   "$bin/spotps-trainer" --ps="127.0.0.1:$p0,127.0.0.1:$p1" --model=tiny --data="$work/corpus.tokens" \
     --batch=8 --seq_len=64 --threads=1 --worker_index=$i --log_every=20 ${eval_flags[i]} \
