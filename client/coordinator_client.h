@@ -27,6 +27,18 @@ namespace spotps {
 // 1 to 64 printable characters): push under a fresh id then.
 std::string UnitPushId(absl::string_view push_key, int64_t row_begin, int64_t row_end);
 
+// One worker's presence stream (CoordinatorClient::Attend) while it is
+// open. Thread-safe: Cancel may come from any thread while another waits.
+class PresenceStream {
+ public:
+  virtual ~PresenceStream() = default;
+  // Blocks until the stream ends and returns how it ended (CANCELLED after
+  // Cancel, OK when the coordinator ended it after its time).
+  virtual absl::Status Wait() = 0;
+  // Ends the stream from this side.
+  virtual void Cancel() = 0;
+};
+
 // Owns one channel to the coordinator. Promises: every call has a deadline
 // and bounded retries (RetryPolicy); thread-safe.
 class CoordinatorClient {
@@ -57,6 +69,11 @@ class CoordinatorClient {
   // again under a new id.
   absl::Status Heartbeat(uint64_t worker_id);
   absl::Status Deregister(uint64_t worker_id);
+  // Opens the worker's presence stream (coordinator.proto, AttendRequest):
+  // while it is open, a kill of this process shows at the coordinator at
+  // once. No retries (open another when it ends); its deadline is a little
+  // past the time the coordinator keeps a stream.
+  std::unique_ptr<PresenceStream> Attend(uint64_t worker_id);
   // The next work unit, or WAIT / DONE in the response. NOT_FOUND: lease gone.
   absl::StatusOr<v1::AcquireUnitResponse> Acquire(uint64_t worker_id);
   // Returns true if the unit had already been committed. In sync mode

@@ -88,6 +88,10 @@ ABSL_FLAG(uint32_t, epochs, 0,
 ABSL_FLAG(uint64_t, units_per_epoch, 0, "Work units (one trainer step each) per epoch.");
 ABSL_FLAG(uint64_t, data_seed, 1, "Seeds every epoch's shuffled unit order.");
 ABSL_FLAG(double, worker_lease_s, 10, "A trainer silent this long is dropped.");
+ABSL_FLAG(double, presence_grace_s, 2,
+          "Shard 0: a trainer whose presence stream broke (a process killed mid-step closes its "
+          "connection) is dropped after this long unless it reconnects; 0: only the lease "
+          "drops it.");
 ABSL_FLAG(int64_t, max_workers, 4096,
           "Shard 0: trainers registered at once at most; more get RESOURCE_EXHAUSTED.");
 ABSL_FLAG(int64_t, min_workers, 0,
@@ -213,6 +217,10 @@ absl::StatusOr<std::unique_ptr<spotps::Coordinator>> CoordinatorFromFlags(uint32
   o.dispatch.seed = absl::GetFlag(FLAGS_data_seed);
   o.dispatch.unit_lease = absl::Seconds(absl::GetFlag(FLAGS_unit_lease_s));
   o.worker_lease = absl::Seconds(absl::GetFlag(FLAGS_worker_lease_s));
+  if (!(absl::GetFlag(FLAGS_presence_grace_s) >= 0)) {
+    return absl::InvalidArgumentError("--presence_grace_s must be 0 or more");
+  }
+  o.presence_grace = absl::Seconds(absl::GetFlag(FLAGS_presence_grace_s));
   if (absl::GetFlag(FLAGS_max_workers) < 1) {
     return absl::InvalidArgumentError("--max_workers must be at least 1");
   }
@@ -443,6 +451,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     gate.SetServing(false, "shutting down");
     service.StopWatches();  // Watch streams would otherwise hold the grace period.
+    if (coordinator_service != nullptr) coordinator_service->StopAttendance();  // Likewise.
     server->Shutdown(std::chrono::system_clock::now() +
                      std::chrono::seconds(absl::GetFlag(FLAGS_shutdown_grace_s)));
   });

@@ -1,5 +1,7 @@
 #include "ps/coordination/coordinator.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "ps/store/recent_push_ids.h"
@@ -101,6 +103,27 @@ absl::Status Coordinator::Heartbeat(uint64_t worker) {
   ExpireWorkers(now);
   if (leases_.Renew(worker, now)) return absl::OkStatus();
   return NotRegistered(worker);
+}
+
+absl::Status Coordinator::OpenPresence(uint64_t worker) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_();
+  ExpireWorkers(now);
+  if (!leases_.Renew(worker, now)) return NotRegistered(worker);
+  leases_.Find(worker)->presence_streams += 1;
+  return absl::OkStatus();
+}
+
+void Coordinator::ClosePresence(uint64_t worker, bool broken) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_();
+  ExpireWorkers(now);
+  LeaseTable::Member* member = leases_.Find(worker);
+  if (member == nullptr) return;  // Left, expired, or opened no stream.
+  member->presence_streams = std::max(member->presence_streams - 1, 0);
+  if (broken && member->presence_streams == 0 && options_.presence_grace > absl::ZeroDuration()) {
+    leases_.Cut(worker, now + options_.presence_grace);
+  }
 }
 
 absl::Status Coordinator::Deregister(uint64_t worker) {

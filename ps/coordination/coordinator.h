@@ -40,6 +40,9 @@ struct CoordinatorOptions {
   size_t min_workers = 0;
   // Registered workers at most: each costs memory and every call scans them.
   size_t max_workers = 4096;
+  // How long a worker whose last presence stream broke keeps its lease
+  // (ClosePresence); zero: a broken stream changes nothing.
+  absl::Duration presence_grace = absl::Seconds(2);
 };
 
 // A sync round that closed and must now be applied on every shard.
@@ -78,6 +81,14 @@ class Coordinator {
   absl::StatusOr<uint64_t> Register(const std::string& name, uint64_t tokens_per_unit = 0);
   // NOT_FOUND when the worker is unknown or its lease expired.
   absl::Status Heartbeat(uint64_t worker);
+  // Presence: a worker's Attend streams. Opening one renews the lease as a
+  // Heartbeat does (and its errors). When the last one closes `broken` (not
+  // ended by the coordinator or after Deregister), the lease is cut to
+  // presence_grace: a trainer killed mid-step gives its units back in about
+  // that rather than a whole worker_lease, and a live one opens a stream
+  // again (or heartbeats) before it ends.
+  absl::Status OpenPresence(uint64_t worker);
+  void ClosePresence(uint64_t worker, bool broken);
   // NOT_FOUND when the worker is unknown or its lease expired (its units
   // went back already).
   absl::Status Deregister(uint64_t worker);
@@ -103,6 +114,7 @@ class Coordinator {
   v1::ProgressResponse Progress();
   const Consistency& consistency() const { return options_.consistency; }
   absl::Duration worker_lease() const { return options_.worker_lease; }
+  absl::Duration presence_grace() const { return options_.presence_grace; }
   // Infinite in sync mode: a unit stays with its worker while it lives.
   absl::Duration unit_lease() const { return options_.dispatch.unit_lease; }
 

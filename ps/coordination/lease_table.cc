@@ -27,8 +27,16 @@ LeaseTable::Member* LeaseTable::Find(uint64_t id) {
 
 bool LeaseTable::Renew(uint64_t id, absl::Time now) {
   auto it = members_.find(id);
-  if (it == members_.end() || now - it->second.last_heartbeat > ttl_) return false;
+  if (it == members_.end() || Expired(it->second, now)) return false;
   it->second.last_heartbeat = now;
+  it->second.cut_to = absl::InfiniteFuture();
+  return true;
+}
+
+bool LeaseTable::Cut(uint64_t id, absl::Time end) {
+  Member* m = Find(id);
+  if (m == nullptr) return false;
+  m->cut_to = std::min(m->cut_to, end);
   return true;
 }
 
@@ -37,7 +45,7 @@ bool LeaseTable::Remove(uint64_t id) { return members_.erase(id) != 0; }
 std::vector<uint64_t> LeaseTable::Expire(absl::Time now) {
   std::vector<uint64_t> expired;
   for (auto it = members_.begin(); it != members_.end();) {
-    if (now - it->second.last_heartbeat > ttl_) {
+    if (Expired(it->second, now)) {
       expired.push_back(it->first);
       it = members_.erase(it);
     } else {

@@ -13,7 +13,8 @@ namespace spotps {
 
 // Owns one lease per registered worker. Promises: ids are never reused; a
 // worker is live from Register until it deregisters or goes `ttl` without
-// a heartbeat, and an expired worker stays gone (it must register anew).
+// a heartbeat (or past a Cut), and an expired worker stays gone (it must
+// register anew).
 // Not thread-safe: the Coordinator serializes access.
 class LeaseTable {
  public:
@@ -25,6 +26,9 @@ class LeaseTable {
     uint64_t clock = 0;  // Units granted: a worker's progress for SSP.
     uint64_t units_granted = 0;    // To this registration (clock starts at the slowest's).
     uint64_t tokens_per_unit = 0;  // As the worker said at registration; 0: unknown.
+    int presence_streams = 0;      // Open Attend streams (Coordinator::OpenPresence).
+    // An earlier end of the lease, set by Cut and lifted by Renew.
+    absl::Time cut_to = absl::InfiniteFuture();
   };
 
   explicit LeaseTable(absl::Duration ttl) : ttl_(ttl) {}
@@ -32,6 +36,9 @@ class LeaseTable {
   uint64_t Register(const std::string& name, uint64_t tokens_per_unit, absl::Time now);
   // False if the worker is unknown or its lease already expired.
   bool Renew(uint64_t id, absl::Time now);
+  // Ends the lease at `end` at the latest, unless it is renewed before;
+  // false if the worker is unknown.
+  bool Cut(uint64_t id, absl::Time end);
   bool Remove(uint64_t id);
   // Drops every lease older than ttl and returns the dropped ids.
   std::vector<uint64_t> Expire(absl::Time now);
@@ -46,6 +53,10 @@ class LeaseTable {
   absl::Duration ttl() const { return ttl_; }
 
  private:
+  bool Expired(const Member& m, absl::Time now) const {
+    return now - m.last_heartbeat > ttl_ || now > m.cut_to;
+  }
+
   const absl::Duration ttl_;
   uint64_t next_id_ = 1;
   uint64_t expired_total_ = 0;

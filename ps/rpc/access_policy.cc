@@ -19,6 +19,7 @@ const std::vector<std::pair<std::string, Role>>& AccessTable() {
       {"/spotps.v1.Coordinator/Progress", Role::kReader},
       {"/spotps.v1.Coordinator/Register", Role::kTrainer},
       {"/spotps.v1.Coordinator/Heartbeat", Role::kTrainer},
+      {"/spotps.v1.Coordinator/Attend", Role::kTrainer},
       {"/spotps.v1.Coordinator/Deregister", Role::kTrainer},
       {"/spotps.v1.Coordinator/AcquireUnit", Role::kTrainer},
       {"/spotps.v1.Coordinator/CommitUnit", Role::kTrainer},

@@ -2,6 +2,8 @@
 
 #include <set>
 
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_format.h"
 #include "common/grpc_status.h"
 #include "ps/rpc/shard_security.h"
 
@@ -52,6 +54,55 @@ grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext* context,
   }
   response->set_lease_ms(absl::ToInt64Milliseconds(coordinator_->worker_lease()));
   return grpc::Status::OK;
+}
+
+grpc::Status CoordinatorService::Attend(grpc::ServerContext* context,
+                                        const v1::AttendRequest* request,
+                                        grpc::ServerWriter<v1::AttendResponse>* writer) {
+  if (grpc::Status k = Prove(*context, *request); !k.ok()) return k;
+  {
+    absl::MutexLock lock(&presence_mu_);
+    if (attendance_stopped_) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the coordinator is shutting down");
+    }
+    if (presence_streams_ >= kMaxPresenceStreams) {
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                          absl::StrFormat("the coordinator holds %d presence streams, the most it "
+                                          "takes: heartbeats keep this worker's lease",
+                                          kMaxPresenceStreams));
+    }
+    presence_streams_ += 1;
+  }
+  absl::Cleanup release = [this] {
+    absl::MutexLock lock(&presence_mu_);
+    presence_streams_ -= 1;
+  };
+  const uint64_t worker = request->worker_id();
+  if (absl::Status s = coordinator_->OpenPresence(worker); !s.ok()) return ToGrpcStatus(s);
+  v1::AttendResponse response;
+  response.set_lease_ms(absl::ToInt64Milliseconds(coordinator_->worker_lease()));
+  response.set_grace_ms(absl::ToInt64Milliseconds(coordinator_->presence_grace()));
+  bool broken = !writer->Write(response);
+  const absl::Time end = absl::Now() + kMaxAttendance;
+  // gRPC's sync API tells a handler of its client's end only when asked:
+  // every 100 ms, so a killed trainer is noticed about that fast.
+  auto stopped = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return attendance_stopped_; };
+  bool stopping = false;
+  while (!broken && !stopping && absl::Now() < end) {
+    absl::MutexLock lock(&presence_mu_);
+    stopping = presence_mu_.AwaitWithTimeout(absl::Condition(&stopped), absl::Milliseconds(100));
+    broken = context->IsCancelled();
+  }
+  coordinator_->ClosePresence(worker, broken);
+  if (broken) return grpc::Status(grpc::StatusCode::CANCELLED, "presence stream broken");
+  if (stopping)
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the coordinator is shutting down");
+  return grpc::Status::OK;
+}
+
+void CoordinatorService::StopAttendance() {
+  absl::MutexLock lock(&presence_mu_);
+  attendance_stopped_ = true;
 }
 
 grpc::Status CoordinatorService::Deregister(grpc::ServerContext* context,

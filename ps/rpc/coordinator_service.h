@@ -29,6 +29,10 @@ class CoordinatorService final : public v1::Coordinator::Service {
                         v1::RegisterResponse* response) override;
   grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* request,
                          v1::HeartbeatResponse* response) override;
+  // Holds a worker's presence stream (coordinator.proto, AttendRequest)
+  // until its client goes, StopAttendance, or kMaxAttendance passes.
+  grpc::Status Attend(grpc::ServerContext* context, const v1::AttendRequest* request,
+                      grpc::ServerWriter<v1::AttendResponse>* writer) override;
   grpc::Status Deregister(grpc::ServerContext*, const v1::DeregisterRequest* request,
                           v1::DeregisterResponse* response) override;
   grpc::Status AcquireUnit(grpc::ServerContext*, const v1::AcquireUnitRequest* request,
@@ -42,6 +46,16 @@ class CoordinatorService final : public v1::Coordinator::Service {
   grpc::Status CheckpointNow(grpc::ServerContext*, const v1::CheckpointNowRequest* request,
                              v1::CheckpointNowResponse* response) override;
 
+  // Ends every presence stream at once and admits no more (the server is
+  // going down; open streams would otherwise hold its grace period). Their
+  // workers' leases are left as they are.
+  void StopAttendance();
+
+  // A presence stream holds a server thread: at most this many at once.
+  static constexpr int kMaxPresenceStreams = 4096;
+  // A stream ends after this long; its client opens another.
+  static constexpr absl::Duration kMaxAttendance = absl::Minutes(5);
+
  private:
   // The request's worker_key and the caller's identity are its worker's.
   template <typename Request>
@@ -52,6 +66,9 @@ class CoordinatorService final : public v1::Coordinator::Service {
   Coordinator* const coordinator_;
   CheckpointRoundDriver* const rounds_;
   WorkerKeys* const keys_;
+  absl::Mutex presence_mu_;
+  int presence_streams_ ABSL_GUARDED_BY(presence_mu_) = 0;
+  bool attendance_stopped_ ABSL_GUARDED_BY(presence_mu_) = false;
 };
 
 }  // namespace spotps

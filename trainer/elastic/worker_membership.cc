@@ -1,9 +1,12 @@
 #include "trainer/elastic/worker_membership.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "client/unreachable_wait.h"
-#include "common/work_limits.h"
 #include "common/log.h"
+#include "common/rpc_retry.h"
+#include "common/work_limits.h"
 
 namespace spotps {
 
@@ -36,6 +39,7 @@ absl::StatusOr<std::unique_ptr<WorkerMembership>> WorkerMembership::Join(
   WorkerMembership* self = membership.get();
   membership->heartbeat_ = std::make_unique<BackgroundLoop>(every, [self] { self->Heartbeat(); });
   membership->heartbeat_->Start();
+  membership->presence_thread_ = std::thread([self] { self->Attend(); });
   return membership;
 }
 
@@ -45,6 +49,9 @@ absl::Status WorkerMembership::Rejoin() {
   absl::StatusOr<v1::RegisterResponse> registered = coordinator_->Register(name_, tokens_per_unit_);
   if (!registered.ok()) return registered.status();
   worker_id_ = registered->worker_id();
+  // The open presence stream speaks for the old id: the next one, for this.
+  absl::MutexLock lock(&presence_mu_);
+  if (presence_ != nullptr) presence_->Cancel();
   return absl::OkStatus();
 }
 
@@ -56,11 +63,44 @@ void WorkerMembership::Heartbeat() {
   }
 }
 
+void WorkerMembership::Attend() {
+  constexpr absl::Duration kFirstBackoff = absl::Milliseconds(100);
+  absl::Duration backoff = kFirstBackoff;
+  auto stopped = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return presence_stopped_; };
+  while (true) {
+    PresenceStream* stream;
+    {
+      absl::MutexLock lock(&presence_mu_);
+      if (presence_stopped_) return;
+      presence_ = coordinator_->Attend(worker_id_.load());
+      stream = presence_.get();
+    }
+    const absl::Time opened = absl::Now();
+    const absl::Status s = stream->Wait();
+    // A coordinator from before presence streams: heartbeats alone.
+    if (absl::IsUnimplemented(s)) return;
+    // A stream that stayed open a while was healthy: a failure after it
+    // is retried soon again.
+    if (absl::Now() - opened > absl::Seconds(10)) backoff = kFirstBackoff;
+    absl::MutexLock lock(&presence_mu_);
+    presence_.reset();
+    if (s.ok() || presence_stopped_) continue;  // The coordinator ended it: open the next.
+    presence_mu_.AwaitWithTimeout(absl::Condition(&stopped), JitteredBackoff(backoff));
+    backoff = std::min(backoff * 2, absl::Seconds(5));
+  }
+}
+
 void WorkerMembership::Leave() {
   if (left_) return;
   left_ = true;
   if (heartbeat_ != nullptr) heartbeat_->Stop();
   coordinator_->Deregister(worker_id_.load()).IgnoreError();
+  {
+    absl::MutexLock lock(&presence_mu_);
+    presence_stopped_ = true;
+    if (presence_ != nullptr) presence_->Cancel();
+  }
+  if (presence_thread_.joinable()) presence_thread_.join();
 }
 
 }  // namespace spotps

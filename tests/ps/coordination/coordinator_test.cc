@@ -421,5 +421,55 @@ TEST_F(CoordinatorTest, LocalModeKeepsUnitsWithALiveWorkerAndReissuesThemWhenItD
   EXPECT_EQ(c->Progress().epochs(0).reissued(), 2u);
 }
 
+// Presence: a trainer killed mid-step (its presence stream broke) gives its
+// unit back after the grace (2 s), not its whole worker lease (10 s); a
+// stream the coordinator ended, a second stream still open, or a renewal
+// keeps the lease.
+TEST_F(CoordinatorTest, ABrokenPresenceStreamCutsTheLeaseToTheGrace) {
+  auto c = Make(1, 8);
+  const uint64_t dies = *c->Register("dies"), ends = *c->Register("ends"),
+                 reopens = *c->Register("reopens"), beats = *c->Register("beats");
+  for (uint64_t w : {dies, ends, reopens, beats}) {
+    ASSERT_EQ(c->Acquire(w)->outcome, WorkUnitDispatcher::Outcome::kUnit);
+    ASSERT_TRUE(c->OpenPresence(w).ok());
+  }
+  ASSERT_TRUE(c->OpenPresence(reopens).ok());  // Its next stream opened before the old one broke.
+  c->ClosePresence(dies, /*broken=*/true);
+  c->ClosePresence(ends, /*broken=*/false);
+  c->ClosePresence(reopens, /*broken=*/true);
+  c->ClosePresence(beats, /*broken=*/true);
+  Advance(absl::Milliseconds(1500));
+  ASSERT_TRUE(c->Heartbeat(beats).ok());              // Alive after all: the cut is lifted.
+  EXPECT_EQ(c->Progress().epochs(0).reissued(), 0u);  // Within the grace.
+  Advance(absl::Milliseconds(1000));
+  v1::ProgressResponse p = c->Progress();
+  EXPECT_EQ(p.epochs(0).reissued(), 1u);
+  EXPECT_EQ(p.workers_expired(), 1u);
+  std::set<std::string> live;
+  for (const auto& w : p.workers()) live.insert(w.name());
+  EXPECT_EQ(live, (std::set<std::string>{"ends", "reopens", "beats"}));
+  EXPECT_EQ(c->OpenPresence(dies).code(), absl::StatusCode::kNotFound);
+
+  Advance(absl::Seconds(5));  // 7.5 s since the others' last renewal: within the lease.
+  EXPECT_EQ(c->Progress().workers_size(), 3);
+}
+
+TEST_F(CoordinatorTest, PresenceGraceZeroLeavesTheLeaseAlone) {
+  CoordinatorOptions o;
+  o.dispatch.num_epochs = 1;
+  o.dispatch.units_per_epoch = 4;
+  o.worker_lease = absl::Seconds(10);
+  o.presence_grace = absl::ZeroDuration();
+  auto c = Coordinator::Create(o, [this] { return now_; });
+  ASSERT_TRUE(c.ok()) << c.status();
+  const uint64_t w = *(*c)->Register("w");
+  ASSERT_TRUE((*c)->OpenPresence(w).ok());
+  (*c)->ClosePresence(w, /*broken=*/true);
+  Advance(absl::Seconds(9));
+  EXPECT_EQ((*c)->Progress().workers_size(), 1);
+  Advance(absl::Seconds(2));
+  EXPECT_EQ((*c)->Progress().workers_size(), 0);
+}
+
 }  // namespace
 }  // namespace spotps

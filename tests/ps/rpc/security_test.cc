@@ -280,6 +280,7 @@ TEST_F(SecurityTest, OnlyTheRegisteringIdentityWithItsKeyActsForAWorker) {
 
   // Knowing the id (Progress shows it to any reader) is not enough.
   EXPECT_EQ((*other)->Heartbeat(id).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ((*other)->Attend(id)->Wait().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ((*other)->Release(id, unit->unit().epoch(), unit->unit().index()).code(),
             absl::StatusCode::kPermissionDenied);
   EXPECT_EQ((*other)->Commit(id, unit->unit().epoch(), unit->unit().index()).status().code(),

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <iostream>
+
 #include "absl/strings/str_cat.h"
 #include "client/cluster.h"
 #include "client/coordinator_client.h"
@@ -167,6 +169,45 @@ TEST_F(CoordinatedTrainingTest, AKilledTrainersUnitsAreReissuedAndNothingIsLost)
   }
   EXPECT_GT(reissued, 0u);  // A victim held a unit when it died.
   EXPECT_EQ(progress->workers_expired(), static_cast<uint64_t>(kills));
+}
+
+// A trainer killed mid-job closes its presence stream with its process:
+// the coordinator drops it after --presence_grace_s (2 s) and re-issues its
+// unit, long before its 30 s worker lease would have.
+TEST_F(CoordinatedTrainingTest, AKilledTrainerIsDroppedAfterThePresenceGraceNotItsLease) {
+  auto shards = testing::LocalShardCluster::Start(
+      1,
+      {"--optimizer=adamw", "--lr=2e-3", "--epochs=1", "--units_per_epoch=100000",
+       "--worker_lease_s=30", "--unit_lease_s=120"},
+      dir_.path());
+  ASSERT_TRUE(shards.ok()) << shards.status();
+  auto coordinator = CoordinatorClient::Connect((*shards)->addresses());
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  auto victim = StartTrainer((*shards)->addresses(), 0);
+  const absl::Time give_up = absl::Now() + absl::Seconds(60);
+  bool training = false;
+  while (!training && absl::Now() < give_up) {
+    auto p = (*coordinator)->Progress();
+    training = p.ok() && p->epochs(0).committed() >= 3;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_TRUE(training) << *ReadFile(dir_.path() + "/trainer0.log");
+  victim->Signal(SIGKILL);
+  const absl::Time killed = absl::Now();
+  ASSERT_TRUE(victim->Wait(absl::Seconds(10)).ok());
+  absl::StatusOr<v1::ProgressResponse> p = absl::UnknownError("not asked yet");
+  while (absl::Now() - killed < absl::Seconds(20)) {
+    p = (*coordinator)->Progress();
+    if (p.ok() && p->workers_expired() == 1) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_TRUE(p.ok()) << p.status();
+  const absl::Duration dropped_after = absl::Now() - killed;
+  EXPECT_EQ(p->workers_expired(), 1u);
+  EXPECT_EQ(p->workers_size(), 0);
+  EXPECT_LT(dropped_after, absl::Seconds(20)) << "the 30 s lease, not the 2 s grace, dropped it";
+  std::cout << "presence: killed trainer dropped after " << absl::FormatDuration(dropped_after)
+            << ", units re-issued " << p->epochs(0).reissued() << std::endl;
 }
 
 }  // namespace
