@@ -60,23 +60,16 @@ grpc::Status CoordinatorService::Attend(grpc::ServerContext* context,
                                         const v1::AttendRequest* request,
                                         grpc::ServerWriter<v1::AttendResponse>* writer) {
   if (grpc::Status k = Prove(*context, *request); !k.ok()) return k;
-  {
-    absl::MutexLock lock(&presence_mu_);
-    if (attendance_stopped_) {
+  if (!attendance_.Admit()) {
+    if (attendance_.shut_down()) {
       return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the coordinator is shutting down");
     }
-    if (presence_streams_ >= kMaxPresenceStreams) {
-      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                          absl::StrFormat("the coordinator holds %d presence streams, the most it "
-                                          "takes: heartbeats keep this worker's lease",
-                                          kMaxPresenceStreams));
-    }
-    presence_streams_ += 1;
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        absl::StrFormat("the coordinator holds %d presence streams, the most it "
+                                        "takes: heartbeats keep this worker's lease",
+                                        kMaxPresenceStreams));
   }
-  absl::Cleanup release = [this] {
-    absl::MutexLock lock(&presence_mu_);
-    presence_streams_ -= 1;
-  };
+  absl::Cleanup release = [this] { attendance_.Release(); };
   const uint64_t worker = request->worker_id();
   if (absl::Status s = coordinator_->OpenPresence(worker); !s.ok()) return ToGrpcStatus(s);
   v1::AttendResponse response;
@@ -85,25 +78,21 @@ grpc::Status CoordinatorService::Attend(grpc::ServerContext* context,
   bool broken = !writer->Write(response);
   const absl::Time end = absl::Now() + kMaxAttendance;
   // gRPC's sync API tells a handler of its client's end only when asked:
-  // every 100 ms, so a killed trainer is noticed about that fast.
-  auto stopped = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return attendance_stopped_; };
-  bool stopping = false;
-  while (!broken && !stopping && absl::Now() < end) {
-    absl::MutexLock lock(&presence_mu_);
-    stopping = presence_mu_.AwaitWithTimeout(absl::Condition(&stopped), absl::Milliseconds(100));
+  // every 100 ms, so a killed trainer is noticed about that fast. Nothing
+  // notifies attendance_, so the wait ends by the timeout or at shutdown.
+  while (!broken && !attendance_.shut_down() && absl::Now() < end) {
+    attendance_.WaitForChange(attendance_.count(), absl::Now() + absl::Milliseconds(100));
     broken = context->IsCancelled();
   }
   coordinator_->ClosePresence(worker, broken);
   if (broken) return grpc::Status(grpc::StatusCode::CANCELLED, "presence stream broken");
-  if (stopping)
+  if (attendance_.shut_down()) {
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the coordinator is shutting down");
+  }
   return grpc::Status::OK;
 }
 
-void CoordinatorService::StopAttendance() {
-  absl::MutexLock lock(&presence_mu_);
-  attendance_stopped_ = true;
-}
+void CoordinatorService::StopAttendance() { attendance_.Shutdown(); }
 
 grpc::Status CoordinatorService::Deregister(grpc::ServerContext* context,
                                             const v1::DeregisterRequest* request,

@@ -4,6 +4,7 @@
 
 #include "ps/checkpoint/checkpoint_round_driver.h"
 #include "ps/coordination/coordinator.h"
+#include "ps/rpc/update_signal.h"
 #include "ps/rpc/worker_keys.h"
 #include "spotps/v1/coordinator.grpc.pb.h"
 
@@ -66,9 +67,8 @@ class CoordinatorService final : public v1::Coordinator::Service {
   Coordinator* const coordinator_;
   CheckpointRoundDriver* const rounds_;
   WorkerKeys* const keys_;
-  absl::Mutex presence_mu_;
-  int presence_streams_ ABSL_GUARDED_BY(presence_mu_) = 0;
-  bool attendance_stopped_ ABSL_GUARDED_BY(presence_mu_) = false;
+  // Presence streams' slots and their shutdown (nothing notifies it).
+  UpdateSignal attendance_{kMaxPresenceStreams};
 };
 
 }  // namespace spotps

@@ -1,5 +1,6 @@
 // UpdateSignal: how a shard's Watch streams learn that its weights changed,
-// without polling the partitions and without a copy per watcher.
+// without polling the partitions and without a copy per watcher (and the
+// bounded, shut-down-able slots of the coordinator's presence streams).
 #ifndef SPOTPS_PS_RPC_UPDATE_SIGNAL_H_
 #define SPOTPS_PS_RPC_UPDATE_SIGNAL_H_
 
