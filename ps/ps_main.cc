@@ -24,6 +24,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/atomic_file.h"
 #include "common/command_line.h"
+#include "common/crash_report.h"
 #include "common/exit_status.h"
 #include "common/http_endpoint.h"
 #include "common/kernel_random.h"
@@ -310,6 +311,7 @@ absl::StatusOr<std::unique_ptr<spotps::HttpEndpoint>> StartMetricsEndpoint(
 
 int main(int argc, char** argv) {
   const absl::Time process_start = absl::Now();
+  spotps::InstallCrashReport(argv[0]);
   spotps::SetLogProgramName("spotps-ps");
   absl::SetProgramUsageMessage("spotps parameter-server shard");
   spotps::ParseFlagsOrExit(argc, argv);

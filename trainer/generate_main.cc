@@ -16,6 +16,7 @@
 #include "client/cluster.h"
 #include "common/atomic_file.h"
 #include "common/command_line.h"
+#include "common/crash_report.h"
 #include "common/exit_status.h"
 #include "common/log.h"
 #include "common/security_flags.h"
@@ -118,6 +119,7 @@ std::unique_ptr<spotps::Tokenizer> TokenizerFromFlags(const spotps::TrainingData
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("sample text from the weights a spotps cluster holds");
+  spotps::InstallCrashReport(argv[0]);
   spotps::SetLogProgramName("spotps-generate");
   spotps::ParseFlagsOrExit(argc, argv);
   spotps::TuneAllocatorForBulkTransfers();

@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/command_line.h"
+#include "common/crash_report.h"
 #include "common/exit_status.h"
 #include "common/log.h"
 #include "trainer/data/labeled_builder.h"
@@ -216,6 +217,7 @@ int main(int argc, char** argv) {
       "Tokenizes text into a spotps token file, or labeled text into a labeled-example file.\n"
       "  spotps-tokenize --input=a.txt,b.txt --output=corpus.tokens [--tokenizer=gpt2]\n"
       "  spotps-tokenize --labeled --input=x.tsv --output=x.labeled --seq_len=128");
+  spotps::InstallCrashReport(argv[0]);
   spotps::SetLogProgramName("spotps-tokenize");
   spotps::ParseFlagsOrExit(argc, argv);
   if (absl::Status status = spotps::CheckFlags(); !status.ok()) return spotps::UsageError(status);

@@ -21,6 +21,7 @@
 #include "client/unreachable_wait.h"
 #include "client/coordinator_client.h"
 #include "common/command_line.h"
+#include "common/crash_report.h"
 #include "common/exit_status.h"
 #include "common/http_endpoint.h"
 #include "common/log.h"
@@ -268,6 +269,7 @@ int main(int argc, char** argv) {
   // initialisers are part of a worker's time to join.
   spotps::JoinTimeline join;
   absl::SetProgramUsageMessage("spotps training worker");
+  spotps::InstallCrashReport(argv[0]);
   spotps::SetLogProgramName("spotps-trainer");
   spotps::ParseFlagsOrExit(argc, argv);
   // Signals are handled from the first moment: a trainer preempted while it

@@ -26,7 +26,7 @@ cleanup() {
   [ -n "$job_pid" ] && kill -INT "$job_pid" 2>/dev/null && wait "$job_pid" 2>/dev/null
   if [ $status -ne 0 ]; then
     for f in "$work"/*.log "$work"/spotps-run-*/*.log; do
-      [ -f "$f" ] && { echo "== $f"; tail -n 12 "$f"; }
+      [ -f "$f" ] && { echo "== $f"; tail -n 40 "$f"; }
     done >&2
   fi
   rm -rf "$work"

@@ -34,6 +34,7 @@
 #include "client/cluster.h"
 #include "client/coordinator_client.h"
 #include "common/command_line.h"
+#include "common/crash_report.h"
 #include "common/exit_status.h"
 #include "common/log.h"
 #include "common/security_flags.h"
@@ -234,6 +235,7 @@ const Command* FindCommand(absl::string_view name) {
 }
 
 int Run(int argc, char** argv) {
+  InstallCrashReport(argv[0]);
   SetLogProgramName("spotps-ctl");
   if (WantsHelp(argc, argv)) {
     std::fputs(Usage(kFlagNames).c_str(), stdout);
