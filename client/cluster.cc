@@ -12,6 +12,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/gradient_stream.h"
+#include "client/grpc_presence_stream.h"
+#include "client/presence_stream.h"
 #include "client/shard_connection.h"
 #include "client/unreachable_wait.h"
 #include "common/chunk_frame.h"
@@ -156,6 +158,9 @@ class Cluster::Impl {
   absl::StatusOr<std::vector<v1::StatsResponse>> Stats();
   absl::StatusOr<int> Join();
   absl::Status Leave();
+  // Starts a presence stream to every shard (ParameterServer.Attend), kept
+  // open until Leave; once.
+  void AttendShards();
   // For calls nothing depends on (Join, Leave): one attempt of at most 2 s.
   RetryPolicy BestEffort() const;
   std::string NewPushId();
@@ -169,6 +174,11 @@ class Cluster::Impl {
   std::vector<std::unique_ptr<ShardConnection>> shards_;
 
  private:
+  // One per shard from Join to Leave. Declared after shards_, whose stubs
+  // the keepers' threads use: destroyed (and stopped) before them.
+  absl::Mutex presence_mu_;
+  std::vector<std::unique_ptr<PresenceKeeper>> presence_ ABSL_GUARDED_BY(presence_mu_);
+
   // Where pulled values go: flat elements [flat_begin, flat_begin + n).
   struct FlatDestination {
     int64_t flat_begin;
@@ -647,8 +657,26 @@ absl::StatusOr<int> Cluster::Impl::Join() {
     if (r.ok() && reply.counted()) counted.fetch_add(1);
     return r;
   });
+  AttendShards();
   if (!s.ok()) return s;
   return counted.load();
+}
+
+void Cluster::Impl::AttendShards() {
+  absl::MutexLock lock(&presence_mu_);
+  if (!presence_.empty()) return;
+  v1::PresenceRequest request;
+  request.set_worker_id(WorkerId());
+  for (const std::unique_ptr<ShardConnection>& shard : shards_) {
+    v1::ParameterServer::Stub* stub = shard->stub.get();
+    const std::string what =
+        absl::StrCat("shard ", presence_.size(), " (", shard->address, ") Attend");
+    presence_.push_back(std::make_unique<PresenceKeeper>([stub, request, what] {
+      return std::make_unique<GrpcPresenceStream<v1::PresenceResponse>>(
+          [stub, request](grpc::ClientContext* context) { return stub->Attend(context, request); },
+          what);
+    }));
+  }
 }
 
 RetryPolicy Cluster::Impl::BestEffort() const {
@@ -659,6 +687,10 @@ RetryPolicy Cluster::Impl::BestEffort() const {
 }
 
 absl::Status Cluster::Impl::Leave() {
+  {
+    absl::MutexLock lock(&presence_mu_);
+    presence_.clear();  // Each keeper stops as it goes.
+  }
   // At exit: one short attempt per shard, no retries.
   v1::LeaveRequest request;
   request.set_worker_id(WorkerId());

@@ -225,11 +225,13 @@ class Cluster {
   // a shard that has applied no update yet counts it as a live pusher now,
   // so that the job's first averaged update waits for its gradient too
   // (ParameterServer/Join). Returns how many shards counted it. Best
-  // effort: one attempt of at most 2 s per shard.
+  // effort: one attempt of at most 2 s per shard. Then holds a presence
+  // stream open to every shard (ParameterServer/Attend) until Leave, so that
+  // if this process dies, every shard stops counting it at once.
   absl::StatusOr<int> Join();
   // Tells every shard that this client pushes no more (a trainer leaving),
-  // so that none waits for its next push in an averaged update. Best
-  // effort: one attempt of at most 2 s per shard.
+  // so that none waits for its next push in an averaged update, and closes
+  // the presence streams. Best effort: one attempt of at most 2 s per shard.
   absl::Status Leave();
 
   // A process-unique id for a push: a random 64-bit prefix and a counter.

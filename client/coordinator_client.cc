@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "client/grpc_presence_stream.h"
 #include "common/grpc_status.h"
 #include "common/rpc_retry.h"
 #include "spotps/v1/coordinator.grpc.pb.h"
@@ -95,41 +96,14 @@ absl::Status CoordinatorClient::Deregister(uint64_t worker_id) {
   return s;
 }
 
-namespace {
-
-class GrpcPresenceStream final : public PresenceStream {
- public:
-  GrpcPresenceStream(v1::Coordinator::Stub& stub, const v1::AttendRequest& request,
-                     std::string what)
-      : what_(std::move(what)) {
-    // The coordinator ends a stream after 5 minutes (kMaxAttendance).
-    context_.set_deadline(absl::ToChronoTime(absl::Now() + absl::Minutes(6)));
-    reader_ = stub.Attend(&context_, request);
-  }
-  absl::Status Wait() override {
-    v1::AttendResponse response;
-    while (reader_->Read(&response)) {
-    }
-    const absl::Status s = FromGrpcStatus(reader_->Finish());
-    if (s.ok()) return s;
-    return absl::Status(s.code(), absl::StrCat(what_, ": ", s.message()));
-  }
-  void Cancel() override { context_.TryCancel(); }
-
- private:
-  const std::string what_;
-  grpc::ClientContext context_;
-  std::unique_ptr<grpc::ClientReader<v1::AttendResponse>> reader_;
-};
-
-}  // namespace
-
 std::unique_ptr<PresenceStream> CoordinatorClient::Attend(uint64_t worker_id) {
   v1::AttendRequest request;
   request.set_worker_id(worker_id);
   request.set_worker_key(KeyOf(worker_id));
-  return std::make_unique<GrpcPresenceStream>(*connection_->stub, request,
-                                              absl::StrCat("coordinator ", address_, " Attend"));
+  v1::Coordinator::Stub* stub = connection_->stub.get();
+  return std::make_unique<GrpcPresenceStream<v1::AttendResponse>>(
+      [stub, request](grpc::ClientContext* context) { return stub->Attend(context, request); },
+      absl::StrCat("coordinator ", address_, " Attend"));
 }
 
 absl::StatusOr<v1::AcquireUnitResponse> CoordinatorClient::Acquire(uint64_t worker_id) {

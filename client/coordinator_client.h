@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "client/presence_stream.h"
 #include "common/channel_security.h"
 #include "common/retry_policy.h"
 #include "spotps/v1/coordinator.pb.h"
@@ -26,18 +27,6 @@ namespace spotps {
 // key is unusable (empty in sync mode or from an older coordinator, or not
 // 1 to 64 printable characters): push under a fresh id then.
 std::string UnitPushId(absl::string_view push_key, int64_t row_begin, int64_t row_end);
-
-// One worker's presence stream (CoordinatorClient::Attend) while it is
-// open. Thread-safe: Cancel may come from any thread while another waits.
-class PresenceStream {
- public:
-  virtual ~PresenceStream() = default;
-  // Blocks until the stream ends and returns how it ended (CANCELLED after
-  // Cancel, OK when the coordinator ended it after its time).
-  virtual absl::Status Wait() = 0;
-  // Ends the stream from this side.
-  virtual void Cancel() = 0;
-};
 
 // Owns one channel to the coordinator. Promises: every call has a deadline
 // and bounded retries (RetryPolicy); thread-safe.

@@ -12,6 +12,7 @@ const std::vector<std::pair<std::string, Role>>& AccessTable() {
       {"/spotps.v1.ParameterServer/Watch", Role::kReader},
       {"/spotps.v1.ParameterServer/Push", Role::kTrainer},
       {"/spotps.v1.ParameterServer/Join", Role::kTrainer},
+      {"/spotps.v1.ParameterServer/Attend", Role::kTrainer},
       {"/spotps.v1.ParameterServer/Leave", Role::kTrainer},
       {"/spotps.v1.ParameterServer/Init", Role::kAdmin},
       {"/spotps.v1.ParameterServer/WriteCheckpoint", Role::kAdmin},

@@ -60,39 +60,20 @@ grpc::Status CoordinatorService::Attend(grpc::ServerContext* context,
                                         const v1::AttendRequest* request,
                                         grpc::ServerWriter<v1::AttendResponse>* writer) {
   if (grpc::Status k = Prove(*context, *request); !k.ok()) return k;
-  if (!attendance_.Admit()) {
-    if (attendance_.shut_down()) {
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the coordinator is shutting down");
-    }
-    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                        absl::StrFormat("the coordinator holds %d presence streams, the most it "
-                                        "takes: heartbeats keep this worker's lease",
-                                        kMaxPresenceStreams));
-  }
-  absl::Cleanup release = [this] { attendance_.Release(); };
+  if (grpc::Status admitted = presence_.Admit(); !admitted.ok()) return admitted;
+  absl::Cleanup release = [this] { presence_.Release(); };
   const uint64_t worker = request->worker_id();
   if (absl::Status s = coordinator_->OpenPresence(worker); !s.ok()) return ToGrpcStatus(s);
   v1::AttendResponse response;
   response.set_lease_ms(absl::ToInt64Milliseconds(coordinator_->worker_lease()));
   response.set_grace_ms(absl::ToInt64Milliseconds(coordinator_->presence_grace()));
-  bool broken = !writer->Write(response);
-  const absl::Time end = absl::Now() + kMaxAttendance;
-  // gRPC's sync API tells a handler of its client's end only when asked:
-  // every 100 ms, so a killed trainer is noticed about that fast. Nothing
-  // notifies attendance_, so the wait ends by the timeout or at shutdown.
-  while (!broken && !attendance_.shut_down() && absl::Now() < end) {
-    attendance_.WaitForChange(attendance_.count(), absl::Now() + absl::Milliseconds(100));
-    broken = context->IsCancelled();
-  }
-  coordinator_->ClosePresence(worker, broken);
-  if (broken) return grpc::Status(grpc::StatusCode::CANCELLED, "presence stream broken");
-  if (attendance_.shut_down()) {
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the coordinator is shutting down");
-  }
-  return grpc::Status::OK;
+  const PresenceStreams::End end =
+      writer->Write(response) ? presence_.Hold(*context) : PresenceStreams::End::kBroken;
+  coordinator_->ClosePresence(worker, end == PresenceStreams::End::kBroken);
+  return presence_.StatusFor(end);
 }
 
-void CoordinatorService::StopAttendance() { attendance_.Shutdown(); }
+void CoordinatorService::StopAttendance() { presence_.Shutdown(); }
 
 grpc::Status CoordinatorService::Deregister(grpc::ServerContext* context,
                                             const v1::DeregisterRequest* request,

@@ -4,7 +4,7 @@
 
 #include "ps/checkpoint/checkpoint_round_driver.h"
 #include "ps/coordination/coordinator.h"
-#include "ps/rpc/update_signal.h"
+#include "ps/rpc/presence_streams.h"
 #include "ps/rpc/worker_keys.h"
 #include "spotps/v1/coordinator.grpc.pb.h"
 
@@ -31,7 +31,7 @@ class CoordinatorService final : public v1::Coordinator::Service {
   grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* request,
                          v1::HeartbeatResponse* response) override;
   // Holds a worker's presence stream (coordinator.proto, AttendRequest)
-  // until its client goes, StopAttendance, or kMaxAttendance passes.
+  // until its client goes, StopAttendance, or PresenceStreams::kMaxAge.
   grpc::Status Attend(grpc::ServerContext* context, const v1::AttendRequest* request,
                       grpc::ServerWriter<v1::AttendResponse>* writer) override;
   grpc::Status Deregister(grpc::ServerContext*, const v1::DeregisterRequest* request,
@@ -52,11 +52,6 @@ class CoordinatorService final : public v1::Coordinator::Service {
   // workers' leases are left as they are.
   void StopAttendance();
 
-  // A presence stream holds a server thread: at most this many at once.
-  static constexpr int kMaxPresenceStreams = 4096;
-  // A stream ends after this long; its client opens another.
-  static constexpr absl::Duration kMaxAttendance = absl::Minutes(5);
-
  private:
   // The request's worker_key and the caller's identity are its worker's.
   template <typename Request>
@@ -67,8 +62,7 @@ class CoordinatorService final : public v1::Coordinator::Service {
   Coordinator* const coordinator_;
   CheckpointRoundDriver* const rounds_;
   WorkerKeys* const keys_;
-  // Presence streams' slots and their shutdown (nothing notifies it).
-  UpdateSignal attendance_{kMaxPresenceStreams};
+  PresenceStreams presence_{"the coordinator", "heartbeats keep this worker's lease"};
 };
 
 }  // namespace spotps

@@ -523,6 +523,23 @@ grpc::Status ParameterServerService::Leave(grpc::ServerContext*, const v1::Leave
   return grpc::Status::OK;
 }
 
+grpc::Status ParameterServerService::Attend(grpc::ServerContext* context,
+                                            const v1::PresenceRequest* request,
+                                            grpc::ServerWriter<v1::PresenceResponse>* writer) {
+  if (grpc::Status s = CheckWorkerId("presence", request->worker_id()); !s.ok()) return s;
+  if (grpc::Status admitted = presence_.Admit(); !admitted.ok()) return admitted;
+  absl::Cleanup release = [this] { presence_.Release(); };
+  const PresenceStreams::End end = writer->Write(v1::PresenceResponse())
+                                       ? presence_.Hold(*context)
+                                       : PresenceStreams::End::kBroken;
+  // A killed trainer's connection breaks here before it would fall silent
+  // for three push intervals: updates stop waiting for it now.
+  if (end == PresenceStreams::End::kBroken && pushers_.Forget(request->worker_id())) {
+    RecountPushers();
+  }
+  return presence_.StatusFor(end);
+}
+
 grpc::Status ParameterServerService::WriteCheckpoint(grpc::ServerContext*,
                                                      const v1::WriteCheckpointRequest* request,
                                                      v1::WriteCheckpointResponse* response) {

@@ -4,6 +4,7 @@
 #define SPOTPS_PS_RPC_PARAMETER_SERVER_SERVICE_H_
 
 #include "ps/checkpoint/shard_checkpointer.h"
+#include "ps/rpc/presence_streams.h"
 #include "ps/rpc/push_staging.h"
 #include "ps/rpc/recent_pushers.h"
 #include "ps/rpc/shard_metrics.h"
@@ -59,10 +60,18 @@ class ParameterServerService final : public v1::ParameterServer::Service {
                     v1::JoinResponse* response) override;
   grpc::Status Leave(grpc::ServerContext* context, const v1::LeaveRequest* request,
                      v1::LeaveResponse* response) override;
+  // Holds a worker's presence stream (PresenceRequest) until its client
+  // goes (then the worker counts no more, as after Leave), StopWatches, or
+  // PresenceStreams::kMaxAge.
+  grpc::Status Attend(grpc::ServerContext* context, const v1::PresenceRequest* request,
+                      grpc::ServerWriter<v1::PresenceResponse>* writer) override;
 
-  // Ends every open Watch stream (UNAVAILABLE) and refuses new ones: call
-  // before shutting the server down, so watchers do not hold it up.
-  void StopWatches() { updates_.Shutdown(); }
+  // Ends every open Watch and presence stream (UNAVAILABLE) and refuses new
+  // ones: call before shutting the server down, so they do not hold it up.
+  void StopWatches() {
+    updates_.Shutdown();
+    presence_.Shutdown();
+  }
   // Clients (PushRequest.worker_id) that push to this shard and have not
   // fallen silent (RecentPushers): its live workers as it sees them.
   int RecentWorkers() { return pushers_.Count(absl::Now()); }
@@ -92,6 +101,7 @@ class ParameterServerService final : public v1::ParameterServer::Service {
   // Memory push streams stage their payloads in, reused across pushes.
   StagingPool staging_;
   RecentPushers pushers_;
+  PresenceStreams presence_{"the shard", "it counts this worker by its pushes alone"};
 };
 
 }  // namespace spotps

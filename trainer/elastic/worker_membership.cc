@@ -5,7 +5,6 @@
 #include "absl/strings/str_cat.h"
 #include "client/unreachable_wait.h"
 #include "common/log.h"
-#include "common/rpc_retry.h"
 #include "common/work_limits.h"
 
 namespace spotps {
@@ -37,9 +36,11 @@ absl::StatusOr<std::unique_ptr<WorkerMembership>> WorkerMembership::Join(
   const absl::Duration every =
       absl::Milliseconds(std::max<uint64_t>(registered->lease_ms() / 3, 50));
   WorkerMembership* self = membership.get();
+  // Before the heartbeat, whose Rejoin reopens it.
+  membership->presence_ = std::make_unique<PresenceKeeper>(
+      [self] { return self->coordinator_->Attend(self->worker_id_.load()); });
   membership->heartbeat_ = std::make_unique<BackgroundLoop>(every, [self] { self->Heartbeat(); });
   membership->heartbeat_->Start();
-  membership->presence_thread_ = std::thread([self] { self->Attend(); });
   return membership;
 }
 
@@ -50,8 +51,7 @@ absl::Status WorkerMembership::Rejoin() {
   if (!registered.ok()) return registered.status();
   worker_id_ = registered->worker_id();
   // The open presence stream speaks for the old id: the next one, for this.
-  absl::MutexLock lock(&presence_mu_);
-  if (presence_ != nullptr) presence_->Cancel();
+  if (presence_ != nullptr) presence_->Reopen();
   return absl::OkStatus();
 }
 
@@ -63,44 +63,12 @@ void WorkerMembership::Heartbeat() {
   }
 }
 
-void WorkerMembership::Attend() {
-  constexpr absl::Duration kFirstBackoff = absl::Milliseconds(100);
-  absl::Duration backoff = kFirstBackoff;
-  auto stopped = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return presence_stopped_; };
-  while (true) {
-    PresenceStream* stream;
-    {
-      absl::MutexLock lock(&presence_mu_);
-      if (presence_stopped_) return;
-      presence_ = coordinator_->Attend(worker_id_.load());
-      stream = presence_.get();
-    }
-    const absl::Time opened = absl::Now();
-    const absl::Status s = stream->Wait();
-    // A coordinator from before presence streams: heartbeats alone.
-    if (absl::IsUnimplemented(s)) return;
-    // A stream that stayed open a while was healthy: a failure after it
-    // is retried soon again.
-    if (absl::Now() - opened > absl::Seconds(10)) backoff = kFirstBackoff;
-    absl::MutexLock lock(&presence_mu_);
-    presence_.reset();
-    if (s.ok() || presence_stopped_) continue;  // The coordinator ended it: open the next.
-    presence_mu_.AwaitWithTimeout(absl::Condition(&stopped), JitteredBackoff(backoff));
-    backoff = std::min(backoff * 2, absl::Seconds(5));
-  }
-}
-
 void WorkerMembership::Leave() {
   if (left_) return;
   left_ = true;
   if (heartbeat_ != nullptr) heartbeat_->Stop();
   coordinator_->Deregister(worker_id_.load()).IgnoreError();
-  {
-    absl::MutexLock lock(&presence_mu_);
-    presence_stopped_ = true;
-    if (presence_ != nullptr) presence_->Cancel();
-  }
-  if (presence_thread_.joinable()) presence_thread_.join();
+  if (presence_ != nullptr) presence_->Stop();
 }
 
 }  // namespace spotps

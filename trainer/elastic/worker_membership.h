@@ -5,18 +5,17 @@
 #include <atomic>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/coordinator_client.h"
+#include "client/presence_stream.h"
 #include "common/background_loop.h"
 
 namespace spotps {
 
 // Owns the worker's registration, a heartbeat thread (every lease / 3) and
-// a presence thread that keeps a presence stream open (Coordinator.Attend:
+// a PresenceKeeper that keeps a presence stream open (Coordinator.Attend:
 // a kill of this process cuts its lease to the coordinator's grace).
 // Promises: if the lease is ever lost (a long stall, a coordinator restart)
 // the next heartbeat registers again under a new id; Leave() deregisters,
@@ -45,9 +44,6 @@ class WorkerMembership {
   WorkerMembership(CoordinatorClient* coordinator, std::string name, uint64_t tokens_per_unit)
       : coordinator_(coordinator), name_(std::move(name)), tokens_per_unit_(tokens_per_unit) {}
   void Heartbeat();
-  // The presence thread: opens a stream, waits for its end, opens the next
-  // (after a backoff if it failed), until Leave.
-  void Attend();
 
   CoordinatorClient* const coordinator_;
   const std::string name_;
@@ -57,10 +53,7 @@ class WorkerMembership {
   uint32_t local_steps_ = 0;                              // Set by Join.
   std::unique_ptr<BackgroundLoop> heartbeat_;  // Set by Join.
   bool left_ = false;
-  absl::Mutex presence_mu_;
-  std::unique_ptr<PresenceStream> presence_ ABSL_GUARDED_BY(presence_mu_);
-  bool presence_stopped_ ABSL_GUARDED_BY(presence_mu_) = false;
-  std::thread presence_thread_;  // Started by Join.
+  std::unique_ptr<PresenceKeeper> presence_;  // Set by Join.
 };
 
 }  // namespace spotps

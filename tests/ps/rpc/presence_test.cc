@@ -1,0 +1,84 @@
+// Presence streams against real shard processes: a client killed between
+// two pushes stops counting as a live pusher on every shard at once, not
+// after its silence runs out.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "common/atomic_file.h"
+#include "spotps/v1/parameter_server.grpc.pb.h"
+#include "tests/support/child_process.h"
+
+namespace spotps {
+namespace {
+
+using testing::BinaryPath;
+using testing::ChildProcess;
+using testing::LocalShardCluster;
+using testing::TempDir;
+
+// Stats.live_pushers of every shard, in shard order; -1 where a call failed.
+std::vector<int> LivePushers(const std::string& addresses) {
+  std::vector<int> counts;
+  for (absl::string_view address : absl::StrSplit(addresses, ',')) {
+    auto stub = v1::ParameterServer::NewStub(
+        grpc::CreateChannel(std::string(address), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+    v1::StatsResponse stats;
+    const grpc::Status s = stub->Stats(&context, v1::StatsRequest(), &stats);
+    counts.push_back(s.ok() ? static_cast<int>(stats.live_pushers()) : -1);
+  }
+  return counts;
+}
+
+// Polls until every shard counts `want` live pushers; returns how long it took,
+// or an infinite duration if `limit` passed first.
+absl::Duration TimeUntilEveryShardCounts(const std::string& addresses, int want,
+                                         absl::Duration limit) {
+  const absl::Time start = absl::Now();
+  while (absl::Now() - start < limit) {
+    const std::vector<int> counts = LivePushers(addresses);
+    if (std::all_of(counts.begin(), counts.end(), [want](int c) { return c == want; })) {
+      return absl::Now() - start;
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return absl::InfiniteDuration();
+}
+
+TEST(PresenceTest, AClientKilledBetweenPushesStopsCountingOnEveryShardAtOnce) {
+  TempDir dir;
+  auto shards = LocalShardCluster::Start(2, {"--consistency=async"}, dir.path());
+  ASSERT_TRUE(shards.ok()) << shards.status();
+  const std::string log = absl::StrCat(dir.path(), "/client.log");
+  auto client =
+      ChildProcess::Start({BinaryPath("spotps-test-joined-client"), (*shards)->addresses()}, log);
+  ASSERT_TRUE(client.ok()) << client.status();
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (ReadFile(log).value_or("").find("joined, counted by 2 shards") == std::string::npos) {
+    ASSERT_TRUE((*client)->running()) << ReadFile(log).value_or("");
+    ASSERT_LT(absl::Now(), give_up) << "the client never joined: " << ReadFile(log).value_or("");
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  // Joined before any update: each shard counts it as if it had pushed
+  // once, which without a presence stream lasts 10 s (RecentPushers'
+  // unknown_silence).
+  ASSERT_EQ(LivePushers((*shards)->addresses()), std::vector<int>({1, 1}));
+  absl::SleepFor(absl::Milliseconds(300));  // Both presence streams are open.
+  (*client)->Signal(SIGKILL);
+  ASSERT_TRUE((*client)->Wait(absl::Seconds(10)).ok());
+  const absl::Duration dropped =
+      TimeUntilEveryShardCounts((*shards)->addresses(), 0, absl::Seconds(8));
+  // The shards poll a stream's end every 100 ms.
+  EXPECT_LT(dropped, absl::Seconds(2));
+}
+
+}  // namespace
+}  // namespace spotps
