@@ -22,7 +22,7 @@ void PresenceKeeper::Stop() {
     stopped_ = true;
     if (stream_ != nullptr) stream_->Cancel();
   }
-  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 void PresenceKeeper::Keep() {

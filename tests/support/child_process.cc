@@ -12,6 +12,7 @@
 
 #include <filesystem>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -88,6 +89,24 @@ absl::StatusOr<int> ChildProcess::Wait(absl::Duration timeout) {
     absl::SleepFor(absl::Milliseconds(10));
   }
   return exit_code_;
+}
+
+absl::Status ChildProcess::WaitForLog(const std::string& log_path, absl::string_view text,
+                                      absl::Duration timeout) {
+  const absl::Time give_up = absl::Now() + timeout;
+  while (true) {
+    const std::string log = ReadFile(log_path).value_or("");
+    if (absl::StrContains(log, text)) return absl::OkStatus();
+    if (!running()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("pid ", pid_, " exited before its log said '", text, "': ", log));
+    }
+    if (absl::Now() > give_up) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("pid ", pid_, "'s log did not say '", text, "': ", log));
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
 }
 
 namespace {

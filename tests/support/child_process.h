@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace spotps::testing {
@@ -48,6 +49,11 @@ class ChildProcess {
   // Waits for exit; returns the exit code (128 + signal if killed), or
   // DEADLINE_EXCEEDED.
   absl::StatusOr<int> Wait(absl::Duration timeout);
+  // Waits until the log at `log_path` (Start's) holds `text`: OK, or
+  // FAILED_PRECONDITION if the child exited first, or DEADLINE_EXCEEDED;
+  // either error carries the log.
+  absl::Status WaitForLog(const std::string& log_path, absl::string_view text,
+                          absl::Duration timeout);
 
  private:
   explicit ChildProcess(pid_t pid) : pid_(pid) {}

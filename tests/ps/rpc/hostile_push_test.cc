@@ -356,12 +356,8 @@ TEST_F(HostilePushTest, HalfPushOfAKilledClientChangesNothing) {
   auto pusher = ChildProcess::Start(
       {BinaryPath("spotps-test-stalled-push"), shards_->addresses(), first}, log);
   ASSERT_TRUE(pusher.ok()) << pusher.status();
-  const absl::Time give_up = absl::Now() + absl::Seconds(30);
-  while (ReadFile(log).value_or("").find("first message sent") == std::string::npos) {
-    ASSERT_TRUE((*pusher)->running()) << ReadFile(log).value_or("");
-    ASSERT_LT(absl::Now(), give_up) << "the pusher never sent its first message";
-    absl::SleepFor(absl::Milliseconds(20));
-  }
+  const absl::Status sent = (*pusher)->WaitForLog(log, "first message sent", absl::Seconds(30));
+  ASSERT_TRUE(sent.ok()) << sent;
   LetTheShardSettle();  // The shard has read the half.
   (*pusher)->Signal(SIGKILL);
   ASSERT_TRUE((*pusher)->Wait(absl::Seconds(10)).ok());

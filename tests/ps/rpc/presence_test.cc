@@ -5,13 +5,13 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "common/atomic_file.h"
 #include "spotps/v1/parameter_server.grpc.pb.h"
 #include "tests/support/child_process.h"
 
@@ -61,12 +61,9 @@ TEST(PresenceTest, AClientKilledBetweenPushesStopsCountingOnEveryShardAtOnce) {
   auto client =
       ChildProcess::Start({BinaryPath("spotps-test-joined-client"), (*shards)->addresses()}, log);
   ASSERT_TRUE(client.ok()) << client.status();
-  const absl::Time give_up = absl::Now() + absl::Seconds(30);
-  while (ReadFile(log).value_or("").find("joined, counted by 2 shards") == std::string::npos) {
-    ASSERT_TRUE((*client)->running()) << ReadFile(log).value_or("");
-    ASSERT_LT(absl::Now(), give_up) << "the client never joined: " << ReadFile(log).value_or("");
-    absl::SleepFor(absl::Milliseconds(20));
-  }
+  const absl::Status joined =
+      (*client)->WaitForLog(log, "joined, counted by 2 shards", absl::Seconds(30));
+  ASSERT_TRUE(joined.ok()) << joined;
   // Joined before any update: each shard counts it as if it had pushed
   // once, which without a presence stream lasts 10 s (RecentPushers'
   // unknown_silence).
