@@ -8,9 +8,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <grpcpp/grpcpp.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -29,6 +27,7 @@
 #include "common/http_endpoint.h"
 #include "common/kernel_random.h"
 #include "common/log.h"
+#include "common/process_priority.h"
 #include "common/transport_args.h"
 #include "ps/checkpoint/checkpoint_round_driver.h"
 #include "ps/checkpoint/shard_checkpointer.h"
@@ -319,12 +318,8 @@ int main(int argc, char** argv) {
   if (nice < 0 || nice > 19) {
     return UsageError(absl::InvalidArgumentError("--nice must be in [0, 19]"));
   }
-  // Threads inherit their creator's nice value: add to it while this is the
-  // only thread, and every gRPC and apply thread runs at it.
-  errno = 0;
-  if (nice > 0 && !spotps::CheckFlagsOnly() && ::nice(nice) == -1 && errno != 0) {
-    spotps::LogWarningF("--nice=%d: %s", nice, std::strerror(errno));
-  }
+  // While this is the only thread: every gRPC and apply thread runs at it.
+  if (!spotps::CheckFlagsOnly()) spotps::AddNiceValue(nice, "--nice");
   spotps::TuneAllocatorForBulkTransfers();
   absl::StatusOr<spotps::ShardOptions> options = OptionsFromFlags();
   if (!options.ok()) return UsageError(options.status());

@@ -7,28 +7,30 @@
 // within --drain_deadline_s (or drops it), pushes its last gradient, commits
 // or releases its work units, deregisters, prints a summary line and exits 0.
 #include <atomic>
-#include <optional>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <optional>
 #include <thread>
+#include <utility>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/cluster.h"
-#include "client/unreachable_wait.h"
 #include "client/coordinator_client.h"
+#include "client/unreachable_wait.h"
 #include "common/command_line.h"
 #include "common/crash_report.h"
 #include "common/exit_status.h"
 #include "common/http_endpoint.h"
 #include "common/log.h"
 #include "common/metrics_registry.h"
+#include "common/process_priority.h"
 #include "common/security_flags.h"
-#include "common/usage_problems.h"
 #include "common/transport_args.h"
+#include "common/usage_problems.h"
 #include "trainer/elastic/graceful_drain.h"
 #include "trainer/elastic/join_timeline.h"
 #include "trainer/elastic/spot_notice_watcher.h"
@@ -79,6 +81,10 @@ ABSL_FLAG(double, inner_lr, 1e-3,
           "trainer applies to its own weights between pushes.");
 ABSL_FLAG(double, inner_weight_decay, 0.01,
           "Local mode: that AdamW's decoupled weight decay.");
+ABSL_FLAG(int, nice, 0,
+          "Added to the whole trainer's nice value (0-19) before it starts computing: a trainer "
+          "that shares a host with other work yields the CPU to it (--transfer_nice lowers its "
+          "other threads further still). 0: unchanged.");
 ABSL_FLAG(int, transfer_nice, 10,
           "Nice value (0-19) for this trainer's threads other than compute (pulls, pushes, "
           "BF16 conversion, gRPC), so that on a shared host they run in compute's gaps "
@@ -180,8 +186,11 @@ void CheckFlags(const absl::StatusOr<spotps::GptConfig>& config, spotps::UsagePr
   problems.Require(absl::GetFlag(FLAGS_eval_batches) >= 0, "--eval_batches must be >= 0");
   problems.Require(absl::GetFlag(FLAGS_eval_every) >= 0, "--eval_every must be >= 0");
   problems.Require(absl::GetFlag(FLAGS_log_every) >= 0, "--log_every must be >= 0");
-  const int nice = absl::GetFlag(FLAGS_transfer_nice);
-  problems.Require(nice >= 0 && nice <= 19, "--transfer_nice must be in [0, 19]");
+  for (const auto& [name, value] :
+       {std::pair<const char*, int>{"--nice", absl::GetFlag(FLAGS_nice)},
+        {"--transfer_nice", absl::GetFlag(FLAGS_transfer_nice)}}) {
+    problems.Require(value >= 0 && value <= 19, absl::StrCat(name, " must be in [0, 19]"));
+  }
   problems.Require(absl::GetFlag(FLAGS_first_step_batch) >= 0, "--first_step_batch must be >= 0");
   if (const std::string d = absl::GetFlag(FLAGS_push_dtype); !d.empty()) {
     problems.Require(d == "fp32" || d == "bf16" || d == "int8",
@@ -272,6 +281,12 @@ int main(int argc, char** argv) {
   spotps::InstallCrashReport(argv[0]);
   spotps::SetLogProgramName("spotps-trainer");
   spotps::ParseFlagsOrExit(argc, argv);
+  // Before any thread exists, so that every one inherits it (out of range:
+  // reported with the other problems below).
+  if (const int nice = absl::GetFlag(FLAGS_nice);
+      nice >= 0 && nice <= 19 && !spotps::CheckFlagsOnly()) {
+    spotps::AddNiceValue(nice, "--nice");
+  }
   // Signals are handled from the first moment: a trainer preempted while it
   // is still loading exits 0 like any other.
   std::unique_ptr<spotps::WorkerMembership> membership;

@@ -1,7 +1,6 @@
 #include "trainer/runtime/thread_priority.h"
 
 #include <ATen/Parallel.h>
-#include <dirent.h>
 #include <omp.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -11,9 +10,10 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/process_priority.h"
 
 namespace spotps {
 namespace {
@@ -66,17 +66,14 @@ absl::Status ComputeFirstPriority::LowerThisThread() {
 
 absl::Status ComputeFirstPriority::LowerOtherThreads() {
   if (nice_ <= 0) return absl::OkStatus();
-  DIR* dir = opendir("/proc/self/task");
-  if (dir == nullptr) return absl::InternalError("cannot list /proc/self/task");
+  const std::vector<int> threads = ThreadIdsOfThisProcess();
+  if (threads.empty()) return absl::InternalError("cannot list /proc/self/task");
   absl::Status result;
   absl::MutexLock lock(&mu_);
-  while (const dirent* entry = readdir(dir)) {
-    int tid = 0;
-    if (!absl::SimpleAtoi(entry->d_name, &tid) || compute_.count(tid) > 0) continue;
-    if (!lowered_.insert(tid).second) continue;
+  for (int tid : threads) {
+    if (compute_.count(tid) > 0 || !lowered_.insert(tid).second) continue;
     if (absl::Status s = SetNice(tid, target_); !s.ok() && result.ok()) result = s;
   }
-  closedir(dir);
   return result;
 }
 

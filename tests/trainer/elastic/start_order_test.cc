@@ -97,15 +97,15 @@ TEST_F(StartOrderTest, AClusterThatNeverComesIsARuntimeErrorAfterTheTimeout) {
 TEST_F(StartOrderTest, EveryLocalMistakeIsReportedAtOnceBeforeAnyConnection) {
   testing::CountingListener shard;
   std::string output;
-  const int code =
-      RunTrainer({absl::StrCat("--ps=127.0.0.1:", shard.port()), "--model=nonexistent",
-                  "--data=" + dir_.path() + "/missing.tokens", "--batch=0", "--transfer_nice=40",
-                  "--init_from=" + dir_.path() + "/missing.safetensors", "--threads=1"},
-                 &output);
+  const int code = RunTrainer(
+      {absl::StrCat("--ps=127.0.0.1:", shard.port()), "--model=nonexistent",
+       "--data=" + dir_.path() + "/missing.tokens", "--batch=0", "--transfer_nice=40", "--nice=-1",
+       "--init_from=" + dir_.path() + "/missing.safetensors", "--threads=1"},
+      &output);
   EXPECT_EQ(code, 2) << output;
-  for (const char* problem :
-       {"unknown model preset 'nonexistent'", "--batch=0 must be positive",
-        "--transfer_nice must be in [0, 19]", "--data: open ", "missing.tokens"}) {
+  for (const char* problem : {"unknown model preset 'nonexistent'", "--batch=0 must be positive",
+                              "--transfer_nice must be in [0, 19]", "--nice must be in [0, 19]",
+                              "--data: open ", "missing.tokens"}) {
     EXPECT_TRUE(absl::StrContains(output, problem)) << problem << "\n" << output;
   }
   EXPECT_EQ(shard.Accepted(), 0) << output;

@@ -1,6 +1,7 @@
 // Compute first on a shared host: a trainer's non-compute threads and a
 // co-located shard (spotps-ps --nice) run at a lower priority than the
-// trainer's compute threads, which are never touched.
+// trainer's compute threads, which are never touched; a whole trainer
+// yields to other work with spotps-trainer --nice.
 #include "trainer/runtime/thread_priority.h"
 
 #include <ATen/Parallel.h>
@@ -16,8 +17,11 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "common/atomic_file.h"
 #include "tests/support/child_process.h"
+#include "tests/support/generated_corpus.h"
 
 namespace spotps {
 namespace {
@@ -106,6 +110,30 @@ TEST(ShardNiceTest, EveryThreadOfTheShardRunsAtItsNiceValue) {
   ASSERT_GT(values.size(), 1u) << "gRPC's threads are running";
   const int base = NiceOf(ThisThreadId());
   for (int v : values) EXPECT_EQ(v, std::min(19, base + 7));
+}
+
+// spotps-trainer --nice: a trainer sharing a host yields to other work;
+// every thread it starts, compute and gRPC alike, runs at least that low.
+TEST(TrainerNiceTest, EveryThreadOfTheTrainerRunsAtOrBelowItsNiceValue) {
+  testing::TempDir dir;
+  auto tokens = testing::MakeTokenFile(dir.path(), 3000);
+  ASSERT_TRUE(tokens.ok()) << tokens.status();
+  auto port = testing::PickFreePorts(1);
+  ASSERT_TRUE(port.ok());
+  // Nothing listens there: the trainer waits for its cluster, threads up.
+  const std::string log = dir.path() + "/trainer.log";
+  auto trainer = testing::ChildProcess::Start(
+      {testing::BinaryPath("spotps-trainer"), absl::StrCat("--ps=127.0.0.1:", (*port)[0]),
+       "--model=tiny", "--data=" + *tokens, "--threads=1", "--nice=5", "--ps_timeout_s=60"},
+      log);
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  ASSERT_TRUE((*trainer)->WaitForLog(log, "waiting for the coordinator", absl::Seconds(60)).ok())
+      << ReadFile(log).value_or("");
+  const int base = NiceOf(ThisThreadId());
+  EXPECT_EQ(NiceOf((*trainer)->pid()), std::min(19, base + 5));
+  const std::vector<int> values = ThreadNiceValues((*trainer)->pid());
+  ASSERT_GT(values.size(), 1u);
+  for (int v : values) EXPECT_GE(v, std::min(19, base + 5));
 }
 
 }  // namespace
