@@ -70,8 +70,11 @@ ABSL_FLAG(std::string, staleness_method, "",
           "(delay-compensated AdamW, --dc_lambda) or momentum (beta1 lowered by the implicit "
           "momentum of asynchrony), optionally joined by '+' with avg (average concurrent "
           "pushes), fresh (avg, and each push answered once applied so that trainers compute "
-          "on weights that hold it) and warmup (warmup per live worker), e.g. dc+avg. Empty: "
-          "fresh with --consistency=async, none with ssp; see docs/architecture.md, Async.");
+          "on weights that hold it) and warmup (warmup per live worker), e.g. dc+avg. With "
+          "--consistency=local:H, fresh (rounds averaged) or delayed (each round applied on "
+          "arrival, the outer momentum stepped once per live worker's push: for trainers of "
+          "different speeds). Empty: fresh with async and local, none with ssp; see "
+          "docs/architecture.md, Async and Local steps.");
 ABSL_FLAG(double, dc_lambda, 1.0, "--staleness_method=dc: the compensation's lambda.");
 ABSL_FLAG(int, average_pushes, 0,
           "--staleness_method=...+avg: pushes per averaged update; 0: the live workers (shard "

@@ -47,12 +47,19 @@ StalenessStep ApplyOnArrival::Plan(double lr, uint64_t staleness, uint64_t step)
   return PlanStalenessStep(staleness_, lr, momentum, target_.View(staleness, step));
 }
 
+MomentumPhase ApplyOnArrival::PhaseAt(uint64_t) const { return MomentumPhase::kEveryUpdate; }
+
 PushOutcome ApplyOnArrival::ApplyNow(v1::DType dtype, const std::vector<PayloadRange>& ranges,
                                      float scale) {
   const uint64_t step = target_.BeginUpdate();
   const double lr = target_.LearningRateAt(step);
   const size_t width = WireBytesPerElement(dtype);
-  auto plan = [&](uint64_t staleness) { return Plan(lr, staleness, step); };
+  const MomentumPhase phase = PhaseAt(step);
+  auto plan = [&](uint64_t staleness) {
+    StalenessStep how = Plan(lr, staleness, step);
+    how.momentum_phase = phase;
+    return how;
+  };
   PushOutcome outcome;
   outcome.global_step = step + 1;
   const RangesByPartition by_partition = GroupByPartition(ranges);

@@ -34,6 +34,9 @@ class ApplyOnArrival : public UpdatePolicy {
   // Applies one push as one update, each partition with the staleness
   // method's step for its own staleness.
   PushOutcome ApplyNow(v1::DType dtype, const std::vector<PayloadRange>& ranges, float scale);
+  // What the update at global step `step` does with SGD's momentum: steps
+  // it (DelayedNesterov defers most of them).
+  virtual MomentumPhase PhaseAt(uint64_t step) const;
   // The step for an update of `staleness` at global step `step`, lr `lr`.
   StalenessStep Plan(double lr, uint64_t staleness, uint64_t step) const;
 

@@ -107,6 +107,29 @@ inline void SgdKernel(float* __restrict w, float* __restrict buf, Grad g, int64_
   }
 }
 
+// Delayed Nesterov: w moves by lr * d at once; the buffer steps only when
+// `apply`, with every d since its last step (the deferred sum), and adds
+// its Nesterov term then. k updates of which the last applies move w by
+// exactly one torch Nesterov step on their sum.
+template <typename Grad>
+inline void DelayedNesterovKernel(float* __restrict w, float* __restrict buf,
+                                  float* __restrict deferred, Grad g, int64_t n, const SgdStep& s,
+                                  bool apply) {
+  for (int64_t i = 0; i < n; ++i) {
+    float d = g[i];
+    if (s.weight_decay != 0.0f) d = std::fma(w[i], s.weight_decay, d);
+    if (!apply) {
+      deferred[i] += d;
+      w[i] = std::fma(d, -s.lr, w[i]);
+      continue;
+    }
+    const float b = std::fma(buf[i], s.momentum, deferred[i] + d);
+    buf[i] = b;
+    deferred[i] = 0.0f;
+    w[i] = std::fma(std::fma(b, s.momentum, d), -s.lr, w[i]);
+  }
+}
+
 // One clone per ISA; the loader picks the widest the CPU has at start-up.
 #define SPOTPS_ISA_CLONES \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
@@ -136,6 +159,15 @@ SPOTPS_ISA_CLONES void SgdBf16(float* w, float* buf, const char* g, float scale,
   SgdKernel(w, buf, Bf16Grad{g, scale}, n, s);
 }
 
+SPOTPS_ISA_CLONES void DelayedNesterovFp32(float* w, float* buf, float* deferred, const char* g,
+                                           float scale, int64_t n, const SgdStep& s, bool apply) {
+  DelayedNesterovKernel(w, buf, deferred, Fp32Grad{g, scale}, n, s, apply);
+}
+SPOTPS_ISA_CLONES void DelayedNesterovBf16(float* w, float* buf, float* deferred, const char* g,
+                                           float scale, int64_t n, const SgdStep& s, bool apply) {
+  DelayedNesterovKernel(w, buf, deferred, Bf16Grad{g, scale}, n, s, apply);
+}
+
 }  // namespace
 
 absl::StatusOr<OptimizerKind> ParseOptimizerKind(absl::string_view name) {
@@ -148,7 +180,10 @@ absl::StatusOr<OptimizerKind> ParseOptimizerKind(absl::string_view name) {
 std::string DescribeOptimizer(const OptimizerConfig& c) {
   if (c.kind == OptimizerKind::kAdamW) return "adamw";
   if (c.momentum == 0.0f) return "sgd";
-  return absl::StrCat("sgd(momentum=", c.momentum, c.nesterov ? ",nesterov)" : ")");
+  return absl::StrCat("sgd(momentum=", c.momentum,
+                      c.delayed_momentum ? ",delayed nesterov)"
+                      : c.nesterov       ? ",nesterov)"
+                                         : ")");
 }
 
 absl::Status ValidateOptimizerConfig(const OptimizerConfig& c) {
@@ -166,8 +201,12 @@ absl::Status ValidateOptimizerConfig(const OptimizerConfig& c) {
     if (c.nesterov && (c.momentum == 0.0f || c.dampening != 0.0f)) {
       return bad("nesterov needs momentum > 0 and dampening 0");
     }
+    if (c.delayed_momentum && !c.nesterov) {
+      return bad("delayed Nesterov momentum needs nesterov, momentum > 0 and dampening 0");
+    }
     return absl::OkStatus();
   }
+  if (c.delayed_momentum) return bad("delayed Nesterov momentum is SGD's, not AdamW's");
   if (!(c.beta1 >= 0.0f && c.beta1 < 1.0f) || !(c.beta2 >= 0.0f && c.beta2 < 1.0f)) {
     return bad("beta1 and beta2 must be in [0, 1), got ", c.beta1, " and ", c.beta2);
   }
@@ -177,11 +216,13 @@ absl::Status ValidateOptimizerConfig(const OptimizerConfig& c) {
 
 int Optimizer::state_slots() const {
   if (config_.kind == OptimizerKind::kAdamW) return 2;
-  return config_.momentum != 0.0f ? 1 : 0;
+  if (config_.momentum == 0.0f) return 0;
+  return config_.delayed_momentum ? 2 : 1;
 }
 
 void Optimizer::Apply(float* params, float* const* state, const GradientView& grad, int64_t n,
-                      float lr, uint64_t step, float compensation, float beta1) const {
+                      float lr, uint64_t step, float compensation, float beta1,
+                      MomentumPhase phase) const {
   const bool bf16 = grad.dtype == v1::DTYPE_BF16;
   const OptimizerConfig& c = config_;
   if (c.kind == OptimizerKind::kAdamW) {
@@ -221,6 +262,16 @@ void Optimizer::Apply(float* params, float* const* state, const GradientView& gr
   const float momentum = beta1 >= 0.0f ? beta1 : c.momentum;
   const SgdStep s{lr, c.weight_decay, momentum, 1.0f - c.dampening, c.nesterov, step <= 1};
   float* buf = state_slots() > 0 ? state[0] : nullptr;
+  if (c.delayed_momentum) {
+    const bool apply = phase != MomentumPhase::kDefer;
+    const char* g = static_cast<const char*>(grad.data);
+    if (bf16) {
+      DelayedNesterovBf16(params, buf, state[1], g, grad.scale, n, s, apply);
+    } else {
+      DelayedNesterovFp32(params, buf, state[1], g, grad.scale, n, s, apply);
+    }
+    return;
+  }
   if (bf16) {
     SgdBf16(params, buf, static_cast<const char*>(grad.data), grad.scale, n, s);
   } else {

@@ -29,6 +29,12 @@ struct OptimizerConfig {
   float momentum = 0.0f;
   float dampening = 0.0f;
   bool nesterov = false;
+  // Delayed Nesterov (Liu et al. 2024, asynchronous local SGD): updates
+  // apply their gradient at once, but the momentum buffer takes the sum of
+  // the gradients since its last step only on MomentumPhase::kApplyDeferred
+  // updates. Needs momentum, Nesterov and dampening 0; a second state slot
+  // holds that sum.
+  bool delayed_momentum = false;
   // AdamW.
   float beta1 = 0.9f;
   float beta2 = 0.999f;
@@ -39,6 +45,11 @@ absl::StatusOr<OptimizerKind> ParseOptimizerKind(absl::string_view name);
 // "adamw", "sgd", or with momentum "sgd(momentum=0.9,nesterov)": for logs.
 std::string DescribeOptimizer(const OptimizerConfig& config);
 absl::Status ValidateOptimizerConfig(const OptimizerConfig& config);
+
+// How an update treats SGD's momentum: every update steps it (torch's SGD),
+// or, with delayed_momentum, most updates only add their gradient to the
+// deferred sum and every k-th steps the buffer with it.
+enum class MomentumPhase { kEveryUpdate, kDefer, kApplyDeferred };
 
 // Raw little-endian gradient elements as they arrived on the wire; the
 // kernels decode BF16 on the fly instead of in a separate pass.
@@ -55,7 +66,8 @@ class Optimizer {
  public:
   explicit Optimizer(const OptimizerConfig& config) : config_(config) {}
 
-  // FP32 state arrays per parameter: AdamW 2 (m, v), SGD with momentum 1.
+  // FP32 state arrays per parameter: AdamW 2 (m, v), SGD with momentum 1,
+  // SGD with delayed momentum 2 (the buffer and the deferred sum).
   int state_slots() const;
 
   // Updates params[0, n) with `state` (state_slots() arrays of n floats).
@@ -65,9 +77,12 @@ class Optimizer {
   // factor (lambda * staleness; see staleness_method.h) before the update.
   // `beta1` >= 0: this update's momentum instead of the configured one
   // (AdamW's beta1, bias correction included, or SGD's momentum once its
-  // buffer exists; staleness_method.h's kMomentum).
+  // buffer exists; staleness_method.h's kMomentum). `phase`: with
+  // delayed_momentum, kDefer or kApplyDeferred (kEveryUpdate is taken as
+  // kApplyDeferred); ignored otherwise.
   void Apply(float* params, float* const* state, const GradientView& grad, int64_t n, float lr,
-             uint64_t step, float compensation = 0.0f, float beta1 = -1.0f) const;
+             uint64_t step, float compensation = 0.0f, float beta1 = -1.0f,
+             MomentumPhase phase = MomentumPhase::kEveryUpdate) const;
 
   const OptimizerConfig& config() const { return config_; }
 

@@ -35,6 +35,14 @@ StalenessConfig EffectiveStaleness(const ShardOptions& options) {
   return config;
 }
 
+// The optimizer as configured, its momentum delayed where the staleness
+// method asks for it.
+OptimizerConfig EffectiveOptimizer(const ShardOptions& options) {
+  OptimizerConfig config = options.optimizer;
+  config.delayed_momentum = options.staleness.delayed_nesterov;
+  return config;
+}
+
 void AtomicMax(std::atomic<uint64_t>& target, uint64_t value) {
   uint64_t seen = target.load(std::memory_order_relaxed);
   while (value > seen && !target.compare_exchange_weak(seen, value)) {
@@ -147,12 +155,12 @@ absl::StatusOr<std::unique_ptr<ShardStore>> ShardStore::Create(const ShardOption
     return absl::InvalidArgumentError(absl::StrFormat("shard_index %d is not in [0, num_shards=%d)",
                                                       options.shard_index, options.num_shards));
   }
-  if (absl::Status s = ValidateOptimizerConfig(options.optimizer); !s.ok()) return s;
   if (absl::Status s = ValidateStalenessConfig(options.staleness,
                                                options.optimizer.kind == OptimizerKind::kAdamW);
       !s.ok()) {
     return s;
   }
+  if (absl::Status s = ValidateOptimizerConfig(EffectiveOptimizer(options)); !s.ok()) return s;
   absl::StatusOr<LearningRateSchedule> schedule = LearningRateSchedule::Create(options.schedule);
   if (!schedule.ok()) return schedule.status();
   if (options.remembered_push_ids == 0) {
@@ -171,12 +179,12 @@ absl::StatusOr<std::unique_ptr<ShardStore>> ShardStore::Create(const ShardOption
 ShardStore::ShardStore(const ShardOptions& options, LearningRateSchedule schedule)
     : options_(options),
       schedule_(std::move(schedule)),
-      optimizer_(options.optimizer),
+      optimizer_(EffectiveOptimizer(options)),
       staleness_(EffectiveStaleness(options)),
       recent_push_ids_(options.remembered_push_ids),
       lanes_(options.apply_threads),
       policy_(
-          MakeUpdatePolicy(UpdatePolicyConfig{staleness_, options.optimizer, options.sync_rounds,
+          MakeUpdatePolicy(UpdatePolicyConfig{staleness_, optimizer_.config(), options.sync_rounds,
                                               options.max_round_contributions},
                            *this)) {}
 
@@ -555,7 +563,8 @@ PartitionUpdate ShardStore::UpdatePartition(
   for (const GradientRun& run : runs) {
     for (size_t s = 0; s < p.state.size(); ++s) state[s] = p.state[s].data() + run.offset;
     optimizer_.Apply(p.weights.data() + run.offset, state, run.gradient, run.n,
-                     static_cast<float>(how.lr), p.version, how.compensation, how.beta1);
+                     static_cast<float>(how.lr), p.version, how.compensation, how.beta1,
+                     how.momentum_phase);
   }
   return update;
 }

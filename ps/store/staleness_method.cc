@@ -25,6 +25,12 @@ absl::Status ParseStalenessSpec(absl::string_view spec, StalenessConfig* config)
   parsed.average = false;
   parsed.fresh = false;
   parsed.worker_warmup = false;
+  parsed.delayed_nesterov = false;
+  if (spec == "delayed") {
+    parsed.delayed_nesterov = true;
+    *config = parsed;
+    return absl::OkStatus();
+  }
   bool said_avg = false;
   bool have_rule = false;
   const std::vector<absl::string_view> parts = absl::StrSplit(spec, '+');
@@ -46,7 +52,8 @@ absl::Status ParseStalenessSpec(absl::string_view spec, StalenessConfig* config)
       return absl::InvalidArgumentError(absl::StrCat(
           "bad --staleness_method '", spec,
           "': expected one of none, lr, dc, momentum, optionally joined by '+' with avg, "
-          "fresh and warmup (each at most once), e.g. dc+avg or avg+fresh"));
+          "fresh and warmup (each at most once), e.g. dc+avg or avg+fresh; or delayed alone "
+          "(local mode)"));
     }
     parsed.method = *rule;
     have_rule = true;
@@ -70,6 +77,7 @@ std::string StalenessMethodName(StalenessMethod method) {
 }
 
 std::string DescribeStaleness(const StalenessConfig& config) {
+  if (config.delayed_nesterov) return "delayed(sum/k on arrival)";
   std::string out = StalenessMethodName(config.method);
   if (config.method == StalenessMethod::kDelayCompensated) {
     out = absl::StrCat("dc(lambda=", config.dc_lambda, ")");
@@ -96,6 +104,15 @@ absl::Status ValidateStalenessConfig(const StalenessConfig& config, bool adamw) 
     return absl::InvalidArgumentError(
         "--staleness_method=dc needs --optimizer=adamw: it reads the last update back from "
         "AdamW's moments");
+  }
+  if (config.delayed_nesterov && !config.share_of_k) {
+    return absl::InvalidArgumentError(
+        "--staleness_method=delayed is for --consistency=local:H: it applies pseudo-gradients");
+  }
+  if (config.delayed_nesterov && adamw) {
+    return absl::InvalidArgumentError(
+        "--staleness_method=delayed needs --optimizer=sgd with Nesterov momentum (local mode's "
+        "default outer optimizer), not adamw");
   }
   if (config.average_pushes < 0 || config.average_pushes > 1024) {
     return absl::InvalidArgumentError(absl::StrCat(

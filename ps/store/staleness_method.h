@@ -9,13 +9,15 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "ps/store/optimizer.h"
 
 namespace spotps {
 
 // The per-push rule. One of these, optionally joined with "avg" (shard-side
 // averaging), "fresh" (averaging whose pushes answer once applied, so that
 // trainers compute on weights that hold them) and "warmup" (a warmup as long
-// as the live workers ask for): --staleness_method=dc+avg+warmup.
+// as the live workers ask for): --staleness_method=dc+avg+warmup. Local mode
+// also takes "delayed" (asynchronous local steps, delayed Nesterov).
 enum class StalenessMethod {
   kNone,     // Apply every gradient as it is, with the full step size.
   kLrScale,  // Zhang et al. 2016: step size lr / (1 + staleness).
@@ -56,6 +58,13 @@ struct StalenessConfig {
   // Local mode's pseudo-gradients (with "avg": LocalRounds): an update that
   // holds fewer pushes than the k it waited for applies their sum / k.
   bool share_of_k = false;
+  // "delayed" (local mode, instead of averaging): each pseudo-gradient is
+  // applied on arrival as its 1/k share with plain SGD, and the outer
+  // Nesterov momentum steps once per k arrivals with their sum (Liu et al.
+  // 2024, "Asynchronous Local-SGD Training for Language Modeling"): trainers
+  // of different speeds never wait for each other, and momentum is not
+  // compounded by every short update. Needs SGD with Nesterov momentum.
+  bool delayed_nesterov = false;
   // "warmup": the step size ramps up linearly over warmup_steps_per_worker
   // times the live workers' count of updates (on top of the schedule).
   bool worker_warmup = false;
@@ -65,8 +74,9 @@ struct StalenessConfig {
 // "none", "lr", "dc" or "momentum"; INVALID_ARGUMENT otherwise.
 absl::StatusOr<StalenessMethod> ParseStalenessMethod(absl::string_view name);
 // A whole --staleness_method value: one rule, "avg", "fresh", "warmup",
-// joined by '+' ("avg" alone means none+avg; "fresh" means avg+fresh). Sets
-// method, average, fresh and worker_warmup of *config; INVALID_ARGUMENT (and
+// joined by '+' ("avg" alone means none+avg; "fresh" means avg+fresh), or
+// "delayed" alone. Sets
+// method, average, fresh, worker_warmup and delayed_nesterov of *config; INVALID_ARGUMENT (and
 // no change) for anything else.
 absl::Status ParseStalenessSpec(absl::string_view spec, StalenessConfig* config);
 std::string StalenessMethodName(StalenessMethod method);
@@ -84,12 +94,14 @@ struct AsyncView {
 };
 
 // How one update is applied: the step size, the factor the optimizer
-// multiplies its delay compensation by (0: none), and AdamW's beta1 for
-// this update (negative: the configured one).
+// multiplies its delay compensation by (0: none), AdamW's beta1 for this
+// update (negative: the configured one) and, under delayed Nesterov,
+// whether the momentum steps with this update.
 struct StalenessStep {
   double lr = 0;
   float compensation = 0.0f;
   float beta1 = -1.0f;
+  MomentumPhase momentum_phase = MomentumPhase::kEveryUpdate;
 };
 StalenessStep PlanStalenessStep(const StalenessConfig& config, double lr, uint64_t staleness);
 StalenessStep PlanStalenessStep(const StalenessConfig& config, double lr, float beta1,

@@ -2,6 +2,7 @@
 
 #include "ps/store/apply_on_arrival.h"
 #include "ps/store/averaged_updates.h"
+#include "ps/store/delayed_nesterov.h"
 #include "ps/store/local_rounds.h"
 #include "ps/store/sync_rounds.h"
 
@@ -20,6 +21,9 @@ std::unique_ptr<UpdatePolicy> MakeUpdatePolicy(const UpdatePolicyConfig& config,
                                                UpdateTarget& target) {
   if (config.sync_rounds) {
     return std::make_unique<SyncRounds>(config.max_round_contributions, target);
+  }
+  if (config.staleness.delayed_nesterov) {
+    return std::make_unique<DelayedNesterov>(config.staleness, config.optimizer, target);
   }
   if (config.staleness.average && config.staleness.share_of_k) {
     return std::make_unique<LocalRounds>(config.staleness, config.optimizer, target);

@@ -8,6 +8,8 @@
 //   AveragedUpdates  async "avg" and "fresh": the mean of k pushes at once;
 //   LocalRounds      local:H: averaged pseudo-gradients, a short update
 //                    moving the weights by its share of k;
+//   DelayedNesterov  local:H with "delayed": pseudo-gradients on arrival,
+//                    the outer momentum stepped once per k of them;
 //   SyncRounds       sync: whole gradients held until the round closes.
 #ifndef SPOTPS_PS_STORE_UPDATE_POLICY_H_
 #define SPOTPS_PS_STORE_UPDATE_POLICY_H_

@@ -260,6 +260,86 @@ std::vector<double> AdamWReference(const std::vector<std::vector<double>>& grads
 
 // A push's gradient_scale (the clipping factor a streamed push learns last)
 // moves the weights exactly as the pre-scaled gradient would, on every path.
+// Local mode's "delayed": Nesterov SGD, lr 0.5, momentum 0.9.
+ShardOptions DelayedNesterovOptions() {
+  ShardOptions o = Sgd(0.5);
+  o.optimizer.momentum = 0.9f;
+  o.optimizer.nesterov = true;
+  o.staleness.delayed_nesterov = true;
+  o.staleness.share_of_k = true;
+  return o;
+}
+
+// Each push is applied on arrival as its 1/k share; every k-th update also
+// steps the momentum, so that a round of k pushes on the same weights is one
+// Nesterov step on their mean: w -= lr * (g + 0.9 * (0.9 * buf + g)).
+TEST(DelayedNesterovTest, AppliesOnArrivalAndStepsMomentumOncePerKPushes) {
+  auto store = Store(DelayedNesterovOptions());
+  store->SetLiveWorkers(2);
+  auto a = PushScaled(*store, "a", 1.0f, 0);  // Element 1's gradient: 2.
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_FALSE(a->averaged_later);
+  EXPECT_EQ(*store->Version(0), 1u);
+  EXPECT_FLOAT_EQ(Weights(*store)[1], 1.0f - 0.5f * 2.0f / 2.0f);
+  EXPECT_TRUE(PushScaled(*store, "a", 1.0f, 0)->duplicate);
+  EXPECT_FLOAT_EQ(Weights(*store)[1], 0.5f);
+  ASSERT_TRUE(PushScaled(*store, "b", 1.0f, 0).ok());  // One version stale: taken.
+  EXPECT_EQ(*store->Version(0), 2u);
+  float buf = 2.0f;  // The mean of the round.
+  float w = 1.0f - 0.5f * (2.0f + 0.9f * buf);
+  EXPECT_FLOAT_EQ(Weights(*store)[1], w);
+  // The next round: the momentum carries the first.
+  ASSERT_TRUE(PushScaled(*store, "c", 0.5f, 2).ok());
+  ASSERT_TRUE(PushScaled(*store, "d", 0.5f, 3).ok());
+  buf = 0.9f * buf + 1.0f;
+  w -= 0.5f * (1.0f + 0.9f * buf);
+  EXPECT_NEAR(Weights(*store)[1], w, 1e-5);
+  // A lone worker: every push steps the momentum.
+  store->SetLiveWorkers(1);
+  ASSERT_TRUE(PushScaled(*store, "e", 1.0f, 4).ok());
+  buf = 0.9f * buf + 2.0f;
+  w -= 0.5f * (2.0f + 0.9f * buf);
+  EXPECT_NEAR(Weights(*store)[1], w, 1e-5);
+  EXPECT_EQ(Applied(*store), 5u);
+}
+
+// The momentum and the deferred sum are optimizer state: a checkpoint
+// carries both (and the update count that says when the momentum steps),
+// and a shard with another optimizer refuses it.
+TEST(DelayedNesterovTest, MomentumAndDeferredSumSurviveAnExportAndImport) {
+  auto store = Store(DelayedNesterovOptions());
+  store->SetLiveWorkers(2);
+  for (const char* id : {"a", "b", "c"}) ASSERT_TRUE(PushScaled(*store, id, 1.0f, 0).ok());
+  auto state = store->ExportState();
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_EQ(state->optimizer_state_slots, 2);
+  auto restored = ShardStore::Create(DelayedNesterovOptions());
+  ASSERT_TRUE(restored.ok());
+  ASSERT_TRUE((*restored)->ImportState(*state).ok());
+  (*restored)->SetLiveWorkers(2);
+  for (ShardStore* s : {store.get(), restored->get()}) {
+    ASSERT_TRUE(PushScaled(*s, "d", 0.5f, 3).ok());  // Steps the momentum.
+  }
+  EXPECT_EQ(Weights(**restored), Weights(*store));
+  ShardOptions plain = DelayedNesterovOptions();
+  plain.staleness.delayed_nesterov = false;
+  auto other = ShardStore::Create(plain);
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ((*other)->ImportState(*state).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(DelayedNesterovTest, RefusedOutsideLocalModeAndUnderAdamW) {
+  ShardOptions async = DelayedNesterovOptions();
+  async.staleness.share_of_k = false;
+  EXPECT_EQ(ShardStore::Create(async).status().code(), absl::StatusCode::kInvalidArgument);
+  ShardOptions adamw = DelayedNesterovOptions();
+  adamw.optimizer.kind = OptimizerKind::kAdamW;
+  EXPECT_EQ(ShardStore::Create(adamw).status().code(), absl::StatusCode::kInvalidArgument);
+  ShardOptions plain_momentum = DelayedNesterovOptions();
+  plain_momentum.optimizer.nesterov = false;
+  EXPECT_EQ(ShardStore::Create(plain_momentum).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(GradientScaleTest, AScaledPushEqualsThePushOfTheScaledGradient) {
   for (OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kAdamW}) {
     ShardOptions o = Sgd(0.1);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <random>
 
 #include "common/tensor_codec.h"
@@ -128,6 +129,56 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"adamw_bf16_grads", AdamW(0.1f, 0.8f, 0.95f), v1::DTYPE_BF16}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
+// Delayed Nesterov against LibTorch's Nesterov SGD: rounds of k updates,
+// the last of each stepping the momentum, move the weights as one torch
+// step on the sum of the round's gradients does, when every gradient of a
+// round is taken at the weights the round started from (a synchronous
+// round, as LocalRounds would average it).
+TEST(DelayedNesterovTest, ARoundOfKUpdatesIsOneTorchNesterovStepOnTheirSum) {
+  constexpr int kRounds = 20;
+  constexpr int kPerRound = 3;
+  const float lr = 0.05f;
+  OptimizerConfig c = Sgd(0.9f, true, 0);
+  torch::manual_seed(3);
+  torch::Tensor reference = torch::randn({kElements}).requires_grad_(true);
+  std::vector<float> weights(reference.data_ptr<float>(), reference.data_ptr<float>() + kElements);
+  auto torch_opt = TorchOptimizer(c, reference, lr);
+  c.delayed_momentum = true;
+  const Optimizer ours(c);
+  ASSERT_EQ(ours.state_slots(), 2);
+  std::vector<std::vector<float>> state(2, std::vector<float>(kElements, 0.0f));
+  float* slots[2] = {state[0].data(), state[1].data()};
+  std::mt19937 rng(7);
+  std::normal_distribution<float> noise(0.0f, 1.0f);
+  uint64_t step = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    std::vector<float> sum(kElements, 0.0f);
+    for (int i = 0; i < kPerRound; ++i) {
+      std::vector<float> grad(kElements);
+      for (float& g : grad) g = noise(rng);
+      for (int64_t e = 0; e < kElements; ++e) sum[e] += grad[e];
+      const MomentumPhase phase =
+          i + 1 == kPerRound ? MomentumPhase::kApplyDeferred : MomentumPhase::kDefer;
+      ours.Apply(weights.data(), slots, GradientView{v1::DTYPE_FP32, grad.data()}, kElements, lr,
+                 ++step, 0.0f, -1.0f, phase);
+    }
+    reference.mutable_grad() = torch::from_blob(sum.data(), {kElements}).clone();
+    torch_opt->step();
+  }
+  const float* expected = reference.data_ptr<float>();
+  double worst = 0;
+  for (int64_t i = 0; i < kElements; ++i) {
+    const double scale = std::max(std::abs(static_cast<double>(expected[i])), 1e-2);
+    worst = std::max(worst, std::abs(weights[i] - expected[i]) / scale);
+  }
+  EXPECT_LE(worst, 1e-4);
+  // Nothing is left deferred after a round's last update.
+  EXPECT_EQ(*std::max_element(state[1].begin(), state[1].end()), 0.0f);
+  // The run moved the weights.
+  torch::manual_seed(3);
+  EXPECT_GT((torch::randn({kElements}) - reference.detach()).abs().max().item<float>(), 1e-2);
+}
+
 TEST(OptimizerConfigTest, RejectsNonsense) {
   EXPECT_FALSE(ValidateOptimizerConfig(Sgd(1.5f, false, 0)).ok());
   EXPECT_FALSE(ValidateOptimizerConfig(Sgd(0.0f, true, 0)).ok());
@@ -138,6 +189,15 @@ TEST(OptimizerConfigTest, RejectsNonsense) {
   EXPECT_FALSE(ValidateOptimizerConfig(no_eps).ok());
   EXPECT_TRUE(ValidateOptimizerConfig(AdamW(0.01f)).ok());
   EXPECT_FALSE(ParseOptimizerKind("adam").ok());
+  // Delayed momentum is Nesterov SGD's.
+  OptimizerConfig delayed = Sgd(0.9f, true, 0);
+  delayed.delayed_momentum = true;
+  EXPECT_TRUE(ValidateOptimizerConfig(delayed).ok());
+  delayed.nesterov = false;
+  EXPECT_FALSE(ValidateOptimizerConfig(delayed).ok());
+  OptimizerConfig delayed_adamw = AdamW(0.0f);
+  delayed_adamw.delayed_momentum = true;
+  EXPECT_FALSE(ValidateOptimizerConfig(delayed_adamw).ok());
 }
 
 }  // namespace

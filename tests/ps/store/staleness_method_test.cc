@@ -51,6 +51,19 @@ TEST(StalenessMethodTest, ParsesJoinedSpecsAndRefusesBadOnes) {
         << bad;
     EXPECT_TRUE(unchanged.average) << bad;  // Left as it was.
   }
+  // "delayed" stands alone, and only in local mode (share_of_k), under SGD.
+  ASSERT_TRUE(ParseStalenessSpec("delayed", &c).ok());
+  EXPECT_TRUE(c.delayed_nesterov);
+  EXPECT_FALSE(c.average);
+  EXPECT_EQ(ValidateStalenessConfig(c, false).code(), absl::StatusCode::kInvalidArgument);
+  c.share_of_k = true;
+  EXPECT_TRUE(ValidateStalenessConfig(c, false).ok());
+  EXPECT_EQ(ValidateStalenessConfig(c, true).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(ParseStalenessSpec("fresh", &c).ok());
+  EXPECT_FALSE(c.delayed_nesterov);
+  for (const char* bad : {"delayed+avg", "fresh+delayed", "delayed+delayed", "none+delayed"}) {
+    EXPECT_EQ(ParseStalenessSpec(bad, &c).code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
   c = StalenessConfig();
   c.average_pushes = -1;
   EXPECT_FALSE(ValidateStalenessConfig(c, true).ok());
