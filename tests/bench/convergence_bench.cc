@@ -12,11 +12,16 @@
 //   sync         one averaged step per round of one gradient per trainer
 //   local:H      local steps: H inner AdamW steps (lr --lr) per push, the
 //                shard's default outer optimizer (Nesterov SGD, lr 0.7)
+//   local_delayed:H  local steps applied on arrival, the outer momentum
+//                delayed (--staleness_method=delayed): for mixed speeds
 //   MODE/int8    any of these with int8 pushes (--push_dtype=int8)
 //   MODE/int8-nofeedback  int8 pushes that drop their rounding error every
 //                push (--int8_error_feedback=false): a bound on what
 //                losing the residual at a preemption can cost
 // Each job also reports the bytes the shard moved (in and out) per token.
+// With --slow_trainers=N the first N trainers run at --slow_nice, so that
+// they get a smaller share of the host's cores (trainers of mixed speeds),
+// and each job reports the share of the units those trainers trained.
 // Last line: convergence: async_vs_sync=R wall_vs_sync=W, from the largest
 // configuration run (the `small` model with 4 trainers when requested):
 // R = async val loss / sync val loss, W = async wall time / sync wall time.
@@ -28,6 +33,7 @@
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <cstring>
 #include <map>
 
 #include "absl/flags/flag.h"
@@ -75,6 +81,10 @@ ABSL_FLAG(int64_t, trainer_mbit, 0,
           "in a network namespace of its own, trainers' links capped at this many Mbit/s (tbf), "
           "the shard's at --shard_mbit. Needs root. 0: loopback only.");
 ABSL_FLAG(int64_t, shard_mbit, 1000, "The shard's link cap in the capped runs (--trainer_mbit).");
+ABSL_FLAG(int, slow_trainers, 0,
+          "This many of each job's trainers run at --slow_nice (spotps-trainer --nice), the "
+          "rest at 0: trainers of mixed speeds on a shared host.");
+ABSL_FLAG(int, slow_nice, 10, "The slow trainers' nice value (1-19).");
 ABSL_FLAG(int64_t, eval_batches, 16, "Validation batches for the final loss.");
 ABSL_FLAG(std::string, data, "",
           "Token file (e.g. .cache/corpus/kjv.tokens); empty: a generated corpus.");
@@ -89,6 +99,7 @@ struct JobResult {
   double staleness = 0;
   double bytes_per_token = 0;  // Pulled and pushed, as the shard counts them.
   double capped_wall_s = -1;   // The same job over capped links; -1: not run.
+  double slow_share = -1;      // The slow trainers' share of the units; -1: none ran.
 };
 
 // "MODE/DTYPE": the shards' mode, and the trainers' push dtype ("" if none).
@@ -96,6 +107,9 @@ std::pair<std::string, std::string> SplitMode(const std::string& mode) {
   const std::vector<std::string> parts = absl::StrSplit(mode, absl::MaxSplits('/', 1));
   return {parts[0], parts.size() > 1 ? parts[1] : ""};
 }
+
+// The bench's name for local:H with --staleness_method=delayed.
+constexpr char kLocalDelayed[] = "local_delayed:";
 
 // The job starts once all `trainers` are in (--min_workers), so that every
 // mode's first update holds all of their first gradients.
@@ -105,7 +119,7 @@ std::vector<std::string> ShardFlags(const std::string& mode, int64_t units, int 
                                 absl::StrCat("--min_workers=", trainers)};
   // Local modes keep the outer optimizer local mode defaults to, at
   // --outer_lr; --lr is their trainers' inner one.
-  if (absl::StartsWith(mode, "local:")) {
+  if (absl::StartsWith(mode, "local")) {
     f.push_back(absl::StrCat("--lr=", absl::GetFlag(FLAGS_outer_lr)));
   } else {
     f.insert(f.end(), {"--optimizer=adamw", absl::StrCat("--lr=", absl::GetFlag(FLAGS_lr))});
@@ -115,6 +129,9 @@ std::vector<std::string> ShardFlags(const std::string& mode, int64_t units, int 
   } else if (mode == "async_dc") {
     f.insert(f.end(), {"--consistency=async", "--staleness_method=dc",
                        absl::StrCat("--dc_lambda=", absl::GetFlag(FLAGS_dc_lambda))});
+  } else if (absl::StartsWith(mode, kLocalDelayed)) {
+    f.insert(f.end(), {"--consistency=local:" + mode.substr(std::strlen(kLocalDelayed)),
+                       "--staleness_method=delayed"});
   } else if (absl::StartsWith(mode, "async:")) {
     f.insert(f.end(), {"--consistency=async", "--staleness_method=" + mode.substr(6),
                        absl::StrCat("--dc_lambda=", absl::GetFlag(FLAGS_dc_lambda))});
@@ -149,12 +166,14 @@ absl::StatusOr<double> FinalValLoss(const std::string& addresses, const std::str
 std::vector<std::string> TrainerFlags(const std::string& model, const std::string& mode,
                                       const std::string& tokens, int i) {
   const std::string dtype = SplitMode(mode).second;
+  const int nice = i < absl::GetFlag(FLAGS_slow_trainers) ? absl::GetFlag(FLAGS_slow_nice) : 0;
   return {"--model=" + model,
           "--data=" + tokens,
           absl::StrCat("--batch=", absl::GetFlag(FLAGS_batch)),
           absl::StrCat("--seq_len=", absl::GetFlag(FLAGS_seq_len)),
           "--threads=1",
           absl::StrCat("--worker_index=", i),
+          absl::StrCat("--nice=", nice),
           "--log_every=0",
           "--eval_batches=0",
           absl::StrCat("--inner_lr=", absl::GetFlag(FLAGS_lr)),
@@ -228,9 +247,14 @@ absl::StatusOr<JobResult> RunJob(const std::string& model, int trainers, const s
   if (absl::Status s = WaitForTrainers(procs, mode, dir, start); !s.ok()) return s;
   JobResult result;
   result.wall_s = absl::ToDoubleSeconds(absl::Now() - start);
+  double slow_units = 0;
   for (int i = 0; i < trainers; ++i) {
     const std::string log = ReadFile(absl::StrCat(dir, "/trainer", i, ".log")).value_or("");
     result.staleness += testing::LogField(log, "staleness") / trainers;
+    if (i < absl::GetFlag(FLAGS_slow_trainers)) slow_units += testing::LogField(log, "units");
+  }
+  if (absl::GetFlag(FLAGS_slow_trainers) > 0) {
+    result.slow_share = slow_units / static_cast<double>(units);
   }
   auto cluster = Cluster::Connect((*shards)->addresses());
   if (!cluster.ok()) return cluster.status();
@@ -251,12 +275,12 @@ absl::StatusOr<JobResult> RunJob(const std::string& model, int trainers, const s
 std::string LocalLine(const std::map<std::string, JobResult>& results, const JobResult& async) {
   const std::pair<const std::string, JobResult>* best = nullptr;
   for (const auto& entry : results) {
-    if (!absl::StartsWith(entry.first, "local:")) continue;
+    if (!absl::StartsWith(entry.first, "local")) continue;
     if (best == nullptr || entry.second.val_loss < best->second.val_loss) best = &entry;
   }
   if (best == nullptr) return "";
   std::string line = absl::StrFormat(
-      "local: H=%s bytes_ratio=%.1f loss_ratio=%.3f", best->first.substr(6),
+      "local: H=%s bytes_ratio=%.1f loss_ratio=%.3f", best->first.substr(best->first.find(':') + 1),
       async.bytes_per_token / best->second.bytes_per_token, best->second.val_loss / async.val_loss);
   if (best->second.capped_wall_s > 0 && async.capped_wall_s > 0) {
     absl::StrAppendFormat(&line, " time_ratio=%.3f",
@@ -279,11 +303,16 @@ std::string ModeProblem(const std::string& entry) {
       (absl::StartsWith(mode, "async:") && mode.size() > 6)) {
     return "";
   }
+  if (absl::StartsWith(mode, kLocalDelayed)) {
+    absl::StatusOr<Consistency> c =
+        ParseConsistency("local:" + mode.substr(std::strlen(kLocalDelayed)));
+    return c.ok() ? "" : absl::StrCat("--modes entry '", entry, "': ", c.status().message());
+  }
   absl::StatusOr<Consistency> c = ParseConsistency(mode);
   return c.ok() ? ""
                 : absl::StrCat("--modes entry '", entry,
-                               "': want async, async_lr, async_dc, async:SPEC or a --consistency "
-                               "value (",
+                               "': want async, async_lr, async_dc, async:SPEC, local_delayed:H "
+                               "or a --consistency value (",
                                c.status().message(), ")");
 }
 
@@ -308,6 +337,9 @@ UsageProblems FlagProblems() {
   problems.Require(absl::GetFlag(FLAGS_lr) > 0 && absl::GetFlag(FLAGS_outer_lr) > 0,
                    "--lr and --outer_lr must be positive");
   problems.Require(absl::GetFlag(FLAGS_dc_lambda) >= 0, "--dc_lambda must not be negative");
+  problems.Require(absl::GetFlag(FLAGS_slow_trainers) >= 0, "--slow_trainers must not be negative");
+  problems.Require(absl::GetFlag(FLAGS_slow_nice) >= 1 && absl::GetFlag(FLAGS_slow_nice) <= 19,
+                   "--slow_nice must be in [1, 19]");
   problems.Require(absl::GetFlag(FLAGS_trainer_mbit) >= 0, "--trainer_mbit must not be negative");
   problems.Require(absl::GetFlag(FLAGS_job_timeout_s) > 0, "--job_timeout_s must be positive");
   return problems;
@@ -334,8 +366,8 @@ int Run() {
               tokens.c_str());
   std::printf(
       "\n| model | trainers | mode | val loss | vs sync | wall s | staleness | bytes/token | "
-      "capped wall s |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+      "capped wall s | slow trainers' units |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
   std::fflush(stdout);
   double ratio = -1, wall_ratio = -1;
   std::string local_line;
@@ -368,9 +400,11 @@ int Run() {
                                    : absl::StrFormat("%.3f", r.val_loss / sync->second.val_loss);
         const std::string capped =
             r.capped_wall_s > 0 ? absl::StrFormat("%.1f", r.capped_wall_s) : "-";
-        std::printf("| %s | %d | %s | %.4f | %s | %.1f | %.2f | %.0f | %s |\n", model.c_str(),
+        const std::string slow =
+            r.slow_share >= 0 ? absl::StrFormat("%.1f%%", 100 * r.slow_share) : "-";
+        std::printf("| %s | %d | %s | %.4f | %s | %.1f | %.2f | %.0f | %s | %s |\n", model.c_str(),
                     trainers, mode.c_str(), r.val_loss, vs.c_str(), r.wall_s, r.staleness,
-                    r.bytes_per_token, capped.c_str());
+                    r.bytes_per_token, capped.c_str(), slow.c_str());
       }
       std::fflush(stdout);
       const auto async = results.find("async");
