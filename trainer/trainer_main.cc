@@ -281,7 +281,8 @@ int main(int argc, char** argv) {
   spotps::InstallCrashReport(argv[0]);
   spotps::SetLogProgramName("spotps-trainer");
   spotps::ParseFlagsOrExit(argc, argv);
-  // Before any thread exists, so that every one inherits it (out of range:
+  // Before the threads that compute start, so that they inherit it;
+  // AddNiceValue raises those libraries started already (out of range:
   // reported with the other problems below).
   if (const int nice = absl::GetFlag(FLAGS_nice);
       nice >= 0 && nice <= 19 && !spotps::CheckFlagsOnly()) {

@@ -47,14 +47,23 @@ StalenessStep ApplyOnArrival::Plan(double lr, uint64_t staleness, uint64_t step)
   return PlanStalenessStep(staleness_, lr, momentum, target_.View(staleness, step));
 }
 
-MomentumPhase ApplyOnArrival::PhaseAt(uint64_t) const { return MomentumPhase::kEveryUpdate; }
+namespace {
+
+// Any k consecutive updates hold a multiple of k, so when k changes the
+// deferred sum still waits at most k updates.
+MomentumPhase PhaseAt(uint64_t step, size_t defer_momentum_k) {
+  if (defer_momentum_k == 0) return MomentumPhase::kEveryUpdate;
+  return (step + 1) % defer_momentum_k == 0 ? MomentumPhase::kApplyDeferred : MomentumPhase::kDefer;
+}
+
+}  // namespace
 
 PushOutcome ApplyOnArrival::ApplyNow(v1::DType dtype, const std::vector<PayloadRange>& ranges,
-                                     float scale) {
+                                     float scale, size_t defer_momentum_k) {
   const uint64_t step = target_.BeginUpdate();
   const double lr = target_.LearningRateAt(step);
   const size_t width = WireBytesPerElement(dtype);
-  const MomentumPhase phase = PhaseAt(step);
+  const MomentumPhase phase = PhaseAt(step, defer_momentum_k);
   auto plan = [&](uint64_t staleness) {
     StalenessStep how = Plan(lr, staleness, step);
     how.momentum_phase = phase;

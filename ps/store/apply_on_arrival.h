@@ -32,11 +32,11 @@ class ApplyOnArrival : public UpdatePolicy {
                             const std::vector<PayloadRange>& ranges, float scale)
       ABSL_SHARED_LOCKS_REQUIRED(whole_push_mu_);
   // Applies one push as one update, each partition with the staleness
-  // method's step for its own staleness.
-  PushOutcome ApplyNow(v1::DType dtype, const std::vector<PayloadRange>& ranges, float scale);
-  // What the update at global step `step` does with SGD's momentum: steps
-  // it (DelayedNesterov defers most of them).
-  virtual MomentumPhase PhaseAt(uint64_t step) const;
+  // method's step for its own staleness. With `defer_momentum_k` > 0
+  // (DelayedNesterov) SGD's momentum steps only on updates whose count is
+  // a multiple of it, deferring the others; 0 steps it every update.
+  PushOutcome ApplyNow(v1::DType dtype, const std::vector<PayloadRange>& ranges, float scale,
+                       size_t defer_momentum_k = 0);
   // The step for an update of `staleness` at global step `step`, lr `lr`.
   StalenessStep Plan(double lr, uint64_t staleness, uint64_t step) const;
 

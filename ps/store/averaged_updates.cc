@@ -6,10 +6,7 @@ namespace spotps {
 
 size_t AveragedUpdates::Target() const {
   if (staleness_.average_pushes > 0) return static_cast<size_t>(staleness_.average_pushes);
-  // Unknown: nobody pushed lately (the count follows pushes within 100 ms),
-  // so this push's client is alone.
-  const int live = target_.live_workers();
-  return live > 0 ? static_cast<size_t>(live) : size_t{1};
+  return target_.live_workers_or_one();
 }
 
 float AveragedUpdates::ShareOfK(uint32_t, size_t) const { return 1.0f; }

@@ -27,10 +27,6 @@ class DelayedNesterov : public ApplyOnArrival {
   PushOutcome Admit(absl::string_view push_id, v1::DType dtype,
                     const std::vector<PayloadRange>& ranges, float scale) override
       ABSL_SHARED_LOCKS_REQUIRED(whole_push_mu_);
-  MomentumPhase PhaseAt(uint64_t step) const override;
-
- private:
-  size_t LiveWorkers() const;
 };
 
 }  // namespace spotps

@@ -102,6 +102,12 @@ class UpdateTarget {
   virtual AsyncView View(uint64_t staleness, uint64_t updates_done) const = 0;
   // The live workers; 0 when unknown.
   virtual int live_workers() const = 0;
+  // The live workers, or 1 when unknown: nobody pushed lately (the count
+  // follows pushes within 100 ms), so this push's client is alone.
+  size_t live_workers_or_one() const {
+    const int live = live_workers();
+    return live > 0 ? static_cast<size_t>(live) : size_t{1};
+  }
   virtual void ObserveStaleness(uint64_t staleness) = 0;
   virtual void CountApplied(uint64_t pushes) = 0;
   virtual void CountDuplicate() = 0;
