@@ -19,6 +19,9 @@
 //                push (--int8_error_feedback=false): a bound on what
 //                losing the residual at a preemption can cost
 // Each job also reports the bytes the shard moved (in and out) per token.
+// With --warm_units=N every job starts from the weights of one async job of
+// N units (exported with spotps-ctl, given to trainers as --init_from), the
+// regime local steps were designed for.
 // With --slow_trainers=N the first N trainers run at --slow_nice, so that
 // they get a smaller share of the host's cores (trainers of mixed speeds),
 // and each job reports the share of the units those trainers trained.
@@ -72,10 +75,14 @@ ABSL_FLAG(int64_t, units, 160, "Token budget in work units (one trainer step eac
 ABSL_FLAG(int64_t, batch, 16, "Sequences per step.");
 ABSL_FLAG(int64_t, seq_len, 128, "Tokens per sequence.");
 ABSL_FLAG(double, lr, 1e-3,
-          "AdamW learning rate on the shard (local modes: the trainers' inner AdamW's).");
+          "AdamW learning rate on the shard (local modes: the trainers' inner AdamW's, unless "
+          "--inner_lr is set).");
+ABSL_FLAG(double, inner_lr, 0, "Local modes: the trainers' inner AdamW learning rate; 0: --lr.");
 ABSL_FLAG(double, dc_lambda, 1.0, "async_dc's --dc_lambda.");
 ABSL_FLAG(double, outer_lr, 0.7,
           "Local modes: the shard's outer learning rate (Nesterov SGD, momentum 0.9).");
+ABSL_FLAG(double, average_wait_ms, 1000,
+          "The shard's --average_wait_ms: how long an averaged round waits for its last push.");
 ABSL_FLAG(int64_t, trainer_mbit, 0,
           "Also run every job over capped links, for its wall time: the shard and each trainer "
           "in a network namespace of its own, trainers' links capped at this many Mbit/s (tbf), "
@@ -85,6 +92,11 @@ ABSL_FLAG(int, slow_trainers, 0,
           "This many of each job's trainers run at --slow_nice (spotps-trainer --nice), the "
           "rest at 0: trainers of mixed speeds on a shared host.");
 ABSL_FLAG(int, slow_nice, 10, "The slow trainers' nice value (1-19).");
+ABSL_FLAG(int64_t, warm_units, 0,
+          "Start every job from the weights of one async job of this many units (its own data "
+          "order), exported with spotps-ctl export and given to each trainer as --init_from: "
+          "fine-tuning's regime, and DiLoCo's, which starts local steps from a pretrained model. "
+          "0: from --seed's weights.");
 ABSL_FLAG(int64_t, eval_batches, 16, "Validation batches for the final loss.");
 ABSL_FLAG(std::string, data, "",
           "Token file (e.g. .cache/corpus/kjv.tokens); empty: a generated corpus.");
@@ -108,15 +120,30 @@ std::pair<std::string, std::string> SplitMode(const std::string& mode) {
   return {parts[0], parts.size() > 1 ? parts[1] : ""};
 }
 
+// Where a job starts and what it leaves: its token budget, its data order,
+// the weights its trainers start from ("": --seed's) and, if set, the file
+// its final weights are exported to (spotps-ctl export).
+struct JobStart {
+  int64_t units = 0;
+  uint64_t data_seed = 1;
+  std::string init_from;
+  std::string export_to;
+};
+
 // The bench's name for local:H with --staleness_method=delayed.
 constexpr char kLocalDelayed[] = "local_delayed:";
 
 // The job starts once all `trainers` are in (--min_workers), so that every
 // mode's first update holds all of their first gradients.
-std::vector<std::string> ShardFlags(const std::string& mode, int64_t units, int trainers) {
-  std::vector<std::string> f = {"--epochs=1", absl::StrCat("--units_per_epoch=", units),
-                                "--worker_lease_s=10", "--unit_lease_s=600",
-                                absl::StrCat("--min_workers=", trainers)};
+std::vector<std::string> ShardFlags(const std::string& mode, const JobStart& job, int trainers) {
+  std::vector<std::string> f = {
+      "--epochs=1",
+      absl::StrCat("--units_per_epoch=", job.units),
+      absl::StrCat("--data_seed=", job.data_seed),
+      "--worker_lease_s=10",
+      "--unit_lease_s=600",
+      absl::StrCat("--min_workers=", trainers),
+      absl::StrCat("--average_wait_ms=", absl::GetFlag(FLAGS_average_wait_ms))};
   // Local modes keep the outer optimizer local mode defaults to, at
   // --outer_lr; --lr is their trainers' inner one.
   if (absl::StartsWith(mode, "local")) {
@@ -162,12 +189,18 @@ absl::StatusOr<double> FinalValLoss(const std::string& addresses, const std::str
   return eval->loss;
 }
 
+double InnerLr() {
+  const double inner = absl::GetFlag(FLAGS_inner_lr);
+  return inner > 0 ? inner : absl::GetFlag(FLAGS_lr);
+}
+
 // Trainer i's flags but --ps.
 std::vector<std::string> TrainerFlags(const std::string& model, const std::string& mode,
-                                      const std::string& tokens, int i) {
+                                      const std::string& tokens, const JobStart& job, int i) {
   const std::string dtype = SplitMode(mode).second;
   const int nice = i < absl::GetFlag(FLAGS_slow_trainers) ? absl::GetFlag(FLAGS_slow_nice) : 0;
   return {"--model=" + model,
+          "--init_from=" + job.init_from,
           "--data=" + tokens,
           absl::StrCat("--batch=", absl::GetFlag(FLAGS_batch)),
           absl::StrCat("--seq_len=", absl::GetFlag(FLAGS_seq_len)),
@@ -176,7 +209,7 @@ std::vector<std::string> TrainerFlags(const std::string& model, const std::strin
           absl::StrCat("--nice=", nice),
           "--log_every=0",
           "--eval_batches=0",
-          absl::StrCat("--inner_lr=", absl::GetFlag(FLAGS_lr)),
+          absl::StrCat("--inner_lr=", InnerLr()),
           "--push_dtype=" + dtype.substr(0, dtype.find('-')),
           std::string("--int8_error_feedback=") + (dtype == "int8-nofeedback" ? "false" : "true")};
 }
@@ -201,7 +234,7 @@ absl::Status WaitForTrainers(std::vector<std::unique_ptr<testing::ChildProcess>>
 // (testing::NetworkHosts), the trainers' links capped at --trainer_mbit.
 absl::StatusOr<double> CappedWallSeconds(const std::string& model, int trainers,
                                          const std::string& mode, const std::string& tokens,
-                                         const std::string& dir) {
+                                         const JobStart& job, const std::string& dir) {
   ::mkdir(dir.c_str(), 0755);
   std::vector<testing::HostSpec> specs = {{"shard0", absl::GetFlag(FLAGS_shard_mbit)}};
   for (int i = 0; i < trainers; ++i) {
@@ -211,14 +244,14 @@ absl::StatusOr<double> CappedWallSeconds(const std::string& model, int trainers,
   if (!hosts.ok()) return hosts.status();
   testing::HostedShards spec;
   spec.count = 1;
-  spec.flags = ShardFlags(SplitMode(mode).first, absl::GetFlag(FLAGS_units), trainers);
+  spec.flags = ShardFlags(SplitMode(mode).first, job, trainers);
   auto shards = testing::StartHostedShards(**hosts, dir, spec);
   if (!shards.ok()) return shards.status();
   const absl::Time start = absl::Now();
   std::vector<std::unique_ptr<testing::ChildProcess>> procs;
   for (int i = 0; i < trainers; ++i) {
     auto t = testing::StartHostedTrainer(**hosts, dir, spec, i, tokens,
-                                         TrainerFlags(model, mode, tokens, i));
+                                         TrainerFlags(model, mode, tokens, job, i));
     if (!t.ok()) return t.status();
     procs.push_back(*std::move(t));
   }
@@ -226,20 +259,37 @@ absl::StatusOr<double> CappedWallSeconds(const std::string& model, int trainers,
   return absl::ToDoubleSeconds(absl::Now() - start);
 }
 
+// Writes the cluster's weights to `path` with spotps-ctl export, as a user
+// would between a pretraining and a fine-tuning job.
+absl::Status ExportWeights(const std::string& addresses, const std::string& path,
+                           const std::string& dir) {
+  auto ctl = testing::ChildProcess::Start(
+      {testing::BinaryPath("spotps-ctl"), "--ps=" + addresses, "export", "--out=" + path},
+      dir + "/export.log");
+  if (!ctl.ok()) return ctl.status();
+  auto code = (*ctl)->Wait(absl::Minutes(5));
+  if (!code.ok()) return code.status();
+  if (*code != 0) {
+    return absl::InternalError(absl::StrCat("spotps-ctl export exited ", *code, ": ",
+                                            ReadFile(dir + "/export.log").value_or("")));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<JobResult> RunJob(const std::string& model, int trainers, const std::string& mode,
                                  const std::string& tokens, const TrainingData& data,
-                                 const std::string& dir) {
-  const int64_t units = absl::GetFlag(FLAGS_units);
+                                 const JobStart& job, const std::string& dir) {
+  const int64_t units = job.units;
   ::mkdir(dir.c_str(), 0755);
   auto shards =
-      testing::LocalShardCluster::Start(1, ShardFlags(SplitMode(mode).first, units, trainers), dir);
+      testing::LocalShardCluster::Start(1, ShardFlags(SplitMode(mode).first, job, trainers), dir);
   if (!shards.ok()) return shards.status();
   const absl::Time start = absl::Now();
   std::vector<std::unique_ptr<testing::ChildProcess>> procs;
   for (int i = 0; i < trainers; ++i) {
     std::vector<std::string> argv = {testing::BinaryPath("spotps-trainer"),
                                      "--ps=" + (*shards)->addresses()};
-    for (std::string& f : TrainerFlags(model, mode, tokens, i)) argv.push_back(std::move(f));
+    for (std::string& f : TrainerFlags(model, mode, tokens, job, i)) argv.push_back(std::move(f));
     auto t = testing::ChildProcess::Start(argv, absl::StrCat(dir, "/trainer", i, ".log"));
     if (!t.ok()) return t.status();
     procs.push_back(*std::move(t));
@@ -267,7 +317,35 @@ absl::StatusOr<JobResult> RunJob(const std::string& model, int trainers, const s
   auto loss = FinalValLoss((*shards)->addresses(), model, data);
   if (!loss.ok()) return loss.status();
   result.val_loss = *loss;
+  if (!job.export_to.empty()) {
+    if (absl::Status s = ExportWeights((*shards)->addresses(), job.export_to, dir); !s.ok()) {
+      return s;
+    }
+  }
   return result;
+}
+
+// Every job's start: --seed's weights, or with --warm_units those of an
+// async job of that many units on another data order, which it reports.
+absl::StatusOr<JobStart> WarmStart(const std::string& model, int trainers,
+                                   const std::string& tokens, const TrainingData& data,
+                                   const std::string& dir) {
+  JobStart start;
+  start.units = absl::GetFlag(FLAGS_units);
+  if (absl::GetFlag(FLAGS_warm_units) == 0) return start;
+  JobStart warm;
+  warm.units = absl::GetFlag(FLAGS_warm_units);
+  warm.data_seed = 2;
+  warm.export_to = dir + "/warm.safetensors";
+  auto r = RunJob(model, trainers, "async", tokens, data, warm, dir);
+  if (!r.ok()) return r.status();
+  std::printf(
+      "| %s | %d | warm start: async, %lld units | %.4f | - | %.1f | %.2f | %.0f | - | - |\n",
+      model.c_str(), trainers, static_cast<long long>(warm.units), r->val_loss, r->wall_s,
+      r->staleness, r->bytes_per_token);
+  std::fflush(stdout);
+  start.init_from = warm.export_to;
+  return start;
 }
 
 // "local: H=... bytes_ratio=B loss_ratio=L" for the local mode of the
@@ -336,6 +414,10 @@ UsageProblems FlagProblems() {
   }
   problems.Require(absl::GetFlag(FLAGS_lr) > 0 && absl::GetFlag(FLAGS_outer_lr) > 0,
                    "--lr and --outer_lr must be positive");
+  problems.Require(absl::GetFlag(FLAGS_inner_lr) >= 0, "--inner_lr must not be negative");
+  problems.Require(absl::GetFlag(FLAGS_warm_units) >= 0, "--warm_units must not be negative");
+  problems.Require(absl::GetFlag(FLAGS_average_wait_ms) >= 0,
+                   "--average_wait_ms must not be negative");
   problems.Require(absl::GetFlag(FLAGS_dc_lambda) >= 0, "--dc_lambda must not be negative");
   problems.Require(absl::GetFlag(FLAGS_slow_trainers) >= 0, "--slow_trainers must not be negative");
   problems.Require(absl::GetFlag(FLAGS_slow_nice) >= 1 && absl::GetFlag(FLAGS_slow_nice) <= 19,
@@ -360,10 +442,12 @@ int Run() {
   auto data = OpenTrainingData(tokens, TokenFileFormat::kSpotps);
   if (!data.ok()) return std::fprintf(stderr, "%s\n", data.status().ToString().c_str()), 1;
   const int64_t units = absl::GetFlag(FLAGS_units);
-  std::printf("spotps-bench-convergence: %lld units of %lld x %lld tokens per job, lr %g, %s\n",
-              static_cast<long long>(units), static_cast<long long>(absl::GetFlag(FLAGS_batch)),
-              static_cast<long long>(absl::GetFlag(FLAGS_seq_len)), absl::GetFlag(FLAGS_lr),
-              tokens.c_str());
+  std::printf(
+      "spotps-bench-convergence: %lld units of %lld x %lld tokens per job, lr %g (local modes: "
+      "inner %g, outer %g), %s\n",
+      static_cast<long long>(units), static_cast<long long>(absl::GetFlag(FLAGS_batch)),
+      static_cast<long long>(absl::GetFlag(FLAGS_seq_len)), absl::GetFlag(FLAGS_lr), InnerLr(),
+      absl::GetFlag(FLAGS_outer_lr), tokens.c_str());
   std::printf(
       "\n| model | trainers | mode | val loss | vs sync | wall s | staleness | bytes/token | "
       "capped wall s | slow trainers' units |\n");
@@ -379,13 +463,17 @@ int Run() {
     for (int64_t count : trainer_counts) {
       const int trainers = static_cast<int>(count);
       std::map<std::string, JobResult> results;
+      auto start =
+          WarmStart(model, trainers, tokens, **data, absl::StrCat(dir.path(), "/warm", job));
+      if (!start.ok()) return std::fprintf(stderr, "%s\n", start.status().ToString().c_str()), 1;
       for (const std::string& mode : List(absl::GetFlag(FLAGS_modes))) {
         const std::string job_dir = absl::StrCat(dir.path(), "/job", job++);
-        auto r = RunJob(model, trainers, mode, tokens, **data, job_dir);
+        auto r = RunJob(model, trainers, mode, tokens, **data, *start, job_dir);
         if (!r.ok()) return std::fprintf(stderr, "%s\n", r.status().ToString().c_str()), 1;
         results[mode] = *r;
         if (absl::GetFlag(FLAGS_trainer_mbit) > 0) {
-          auto capped = CappedWallSeconds(model, trainers, mode, tokens, job_dir + "-capped");
+          auto capped =
+              CappedWallSeconds(model, trainers, mode, tokens, *start, job_dir + "-capped");
           if (!capped.ok()) {
             return std::fprintf(stderr, "%s\n", capped.status().ToString().c_str()), 1;
           }
