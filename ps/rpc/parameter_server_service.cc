@@ -162,6 +162,14 @@ grpc::Status ReadChunks(grpc::ServerContext* context, grpc::ServerReader<Request
   return grpc::Status::OK;
 }
 
+// Local rounds (share_of_k) can outlast any silence learnt from one push:
+// there a trainer counts while its presence stream is open.
+RecentPushers::Options PushersOptions(const StalenessConfig& staleness) {
+  RecentPushers::Options options;
+  options.attendance_keeps_live = staleness.share_of_k;
+  return options;
+}
+
 }  // namespace
 
 grpc::Status ParameterServerService::GetLayout(grpc::ServerContext*, const v1::GetLayoutRequest*,
@@ -227,7 +235,8 @@ ParameterServerService::ParameterServerService(ShardStore* store, ShardCheckpoin
       checkpointer_(checkpointer),
       incarnation_(incarnation),
       metrics_(metrics),
-      updates_(max_watchers) {
+      updates_(max_watchers),
+      pushers_(PushersOptions(store->staleness())) {
   // Indices in the order of the rpcs in parameter_server.proto. gRPC calls
   // these handlers "streamed"; to the server that only means it does not
   // read a request before the handler runs, which the handlers do themselves.
@@ -529,9 +538,11 @@ grpc::Status ParameterServerService::Attend(grpc::ServerContext* context,
   if (grpc::Status s = CheckWorkerId("presence", request->worker_id()); !s.ok()) return s;
   if (grpc::Status admitted = presence_.Admit(); !admitted.ok()) return admitted;
   absl::Cleanup release = [this] { presence_.Release(); };
+  pushers_.Attend(request->worker_id());
   const PresenceStreams::End end = writer->Write(v1::PresenceResponse())
                                        ? presence_.Hold(*context)
                                        : PresenceStreams::End::kBroken;
+  pushers_.Depart(request->worker_id());
   // A killed trainer's connection breaks here before it would fall silent
   // for three push intervals: updates stop waiting for it now.
   if (end == PresenceStreams::End::kBroken && pushers_.Forget(request->worker_id())) {

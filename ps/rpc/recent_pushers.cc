@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <string>
 
 namespace spotps {
 
@@ -55,6 +56,24 @@ void RecentPushers::Add(absl::string_view client, Client c) {
   clients_.emplace(client, c);
 }
 
+void RecentPushers::Attend(absl::string_view client) {
+  if (client.empty()) return;
+  absl::MutexLock lock(&mu_);
+  auto it = attending_.find(client);
+  if (it == attending_.end()) it = attending_.emplace(std::string(client), 0).first;
+  ++it->second;
+}
+
+void RecentPushers::Depart(absl::string_view client) {
+  absl::MutexLock lock(&mu_);
+  auto it = attending_.find(client);
+  if (it != attending_.end() && --it->second == 0) attending_.erase(it);
+}
+
+bool RecentPushers::KeptByAttendance(const std::string& client) const {
+  return options_.attendance_keeps_live && attending_.find(client) != attending_.end();
+}
+
 absl::Duration RecentPushers::Silence(const Client& c) const {
   if (c.mean_interval == absl::InfiniteDuration()) return options_.unknown_silence;
   return std::max(options_.min_silence, 3 * c.mean_interval);
@@ -63,7 +82,8 @@ absl::Duration RecentPushers::Silence(const Client& c) const {
 int RecentPushers::Count(absl::Time now) {
   absl::MutexLock lock(&mu_);
   for (auto it = clients_.begin(); it != clients_.end();) {
-    it = now - it->second.last > Silence(it->second) ? clients_.erase(it) : std::next(it);
+    const bool silent = now - it->second.last > Silence(it->second);
+    it = silent && !KeptByAttendance(it->first) ? clients_.erase(it) : std::next(it);
   }
   return static_cast<int>(clients_.size());
 }

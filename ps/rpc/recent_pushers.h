@@ -19,15 +19,23 @@ namespace spotps {
 // pushes. A client counts as live from its first push, or from an
 // announcement before it (a trainer's Join), until it has been silent for
 // three of its intervals (at least `min_silence`), or for `unknown_silence`
-// while it has pushed at most once. Promises: at most `max_clients` names
-// are kept (the longest silent one makes room), so a client inventing names
-// costs bounded memory. Thread-safe.
+// while it has pushed at most once; with `attendance_keeps_live`, a counted
+// client that holds a presence stream stays live however long it is silent.
+// Promises: at most `max_clients` names are kept (the longest silent one
+// makes room), so a client inventing names costs bounded memory; attending
+// alone never counts a client. Thread-safe.
 class RecentPushers {
  public:
   struct Options {
     size_t max_clients = 4096;
     absl::Duration min_silence = absl::Seconds(1);
     absl::Duration unknown_silence = absl::Seconds(10);
+    // Local mode: a round of H steps can take far longer than any silence
+    // bound learnt from one push, and a trainer that is killed breaks its
+    // presence stream at once (ParameterServerService::Attend), so an open
+    // stream is the better witness. Off elsewhere: a trainer in a long eval
+    // should not hold every "fresh" update for its wait.
+    bool attendance_keeps_live = false;
   };
   RecentPushers() : RecentPushers(Options()) {}
   explicit RecentPushers(const Options& options) : options_(options) {}
@@ -41,6 +49,10 @@ class RecentPushers {
   // Stops counting `client` (it said it pushes no more); false if it was
   // not counted.
   bool Forget(absl::string_view client);
+  // `client` opened a presence stream (Attend) / its stream ended (Depart).
+  // A client may hold more than one while it reopens one.
+  void Attend(absl::string_view client);
+  void Depart(absl::string_view client);
   // The clients live at `now`; forgets the others.
   int Count(absl::Time now);
 
@@ -51,12 +63,15 @@ class RecentPushers {
     bool announced_only = false;                              // No push of it has landed yet.
   };
   absl::Duration Silence(const Client& c) const;
+  bool KeptByAttendance(const std::string& client) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Adds `client`, making room if need be.
   void Add(absl::string_view client, Client c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
   absl::Mutex mu_;
   std::map<std::string, Client, std::less<>> clients_ ABSL_GUARDED_BY(mu_);
+  // Open presence streams per client; bounded by PresenceStreams::kMaxStreams.
+  std::map<std::string, int, std::less<>> attending_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace spotps

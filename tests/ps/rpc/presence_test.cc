@@ -1,11 +1,13 @@
 // Presence streams against real shard processes: a client killed between
 // two pushes stops counting as a live pusher on every shard at once, not
-// after its silence runs out.
+// after its silence runs out; in local mode one that stays counts however
+// long its round.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -53,28 +55,57 @@ absl::Duration TimeUntilEveryShardCounts(const std::string& addresses, int want,
   return absl::InfiniteDuration();
 }
 
-TEST(PresenceTest, AClientKilledBetweenPushesStopsCountingOnEveryShardAtOnce) {
-  TempDir dir;
-  auto shards = LocalShardCluster::Start(2, {"--consistency=async"}, dir.path());
-  ASSERT_TRUE(shards.ok()) << shards.status();
-  const std::string log = absl::StrCat(dir.path(), "/client.log");
-  auto client =
-      ChildProcess::Start({BinaryPath("spotps-test-joined-client"), (*shards)->addresses()}, log);
-  ASSERT_TRUE(client.ok()) << client.status();
-  const absl::Status joined =
-      (*client)->WaitForLog(log, "joined, counted by 2 shards", absl::Seconds(30));
-  ASSERT_TRUE(joined.ok()) << joined;
+// Two spotps-ps processes and a client that joined both and holds its
+// presence streams to them.
+class PresenceTest : public ::testing::Test {
+ protected:
+  void StartJoinedClient(const std::string& consistency) {
+    auto shards = LocalShardCluster::Start(2, {"--consistency=" + consistency}, dir_.path());
+    ASSERT_TRUE(shards.ok()) << shards.status();
+    shards_ = *std::move(shards);
+    const std::string log = absl::StrCat(dir_.path(), "/client.log");
+    auto client =
+        ChildProcess::Start({BinaryPath("spotps-test-joined-client"), shards_->addresses()}, log);
+    ASSERT_TRUE(client.ok()) << client.status();
+    client_ = *std::move(client);
+    const absl::Status joined =
+        client_->WaitForLog(log, "joined, counted by 2 shards", absl::Seconds(30));
+    ASSERT_TRUE(joined.ok()) << joined;
+  }
+
+  // Kills the client; how long until both shards stop counting it.
+  absl::Duration KillAndTimeTheDrop() {
+    client_->Signal(SIGKILL);
+    EXPECT_TRUE(client_->Wait(absl::Seconds(10)).ok());
+    return TimeUntilEveryShardCounts(shards_->addresses(), 0, absl::Seconds(8));
+  }
+
+  TempDir dir_;
+  std::unique_ptr<LocalShardCluster> shards_;
+  std::unique_ptr<ChildProcess> client_;
+};
+
+TEST_F(PresenceTest, AClientKilledBetweenPushesStopsCountingOnEveryShardAtOnce) {
+  ASSERT_NO_FATAL_FAILURE(StartJoinedClient("async"));
   // Joined before any update: each shard counts it as if it had pushed
   // once, which without a presence stream lasts 10 s (RecentPushers'
   // unknown_silence).
-  ASSERT_EQ(LivePushers((*shards)->addresses()), std::vector<int>({1, 1}));
+  ASSERT_EQ(LivePushers(shards_->addresses()), std::vector<int>({1, 1}));
   absl::SleepFor(absl::Milliseconds(300));  // Both presence streams are open.
-  (*client)->Signal(SIGKILL);
-  ASSERT_TRUE((*client)->Wait(absl::Seconds(10)).ok());
-  const absl::Duration dropped =
-      TimeUntilEveryShardCounts((*shards)->addresses(), 0, absl::Seconds(8));
   // The shards poll a stream's end every 100 ms.
-  EXPECT_LT(dropped, absl::Seconds(2));
+  EXPECT_LT(KillAndTimeTheDrop(), absl::Seconds(2));
+}
+
+TEST_F(PresenceTest, InLocalModeAnAttendingTrainerCountsThroughARoundLongerThanTheSilence) {
+  ASSERT_NO_FATAL_FAILURE(StartJoinedClient("local:64"));
+  // A round of 64 steps often takes longer than the 10 s a client that has
+  // pushed at most once is counted for by its silence alone; had the shards
+  // stopped counting it, every push of its next round would be applied as
+  // an update of its own.
+  absl::SleepFor(absl::Seconds(11));
+  EXPECT_EQ(LivePushers(shards_->addresses()), std::vector<int>({1, 1}));
+  // Its stream still tells a kill at once.
+  EXPECT_LT(KillAndTimeTheDrop(), absl::Seconds(2));
 }
 
 }  // namespace

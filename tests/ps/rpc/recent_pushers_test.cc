@@ -89,5 +89,54 @@ TEST(RecentPushersTest, KeepsAtMostItsLimitDroppingTheLongestSilent) {
   EXPECT_EQ(pushers.Count(At(2)), 3);  // The same three: each now has an interval.
 }
 
+RecentPushers LocalModePushers() {
+  RecentPushers::Options options;
+  options.unknown_silence = absl::Seconds(10);
+  options.attendance_keeps_live = true;
+  return RecentPushers(options);
+}
+
+TEST(RecentPushersTest, InLocalModeAnAttendingClientStaysLiveThroughALongRound) {
+  RecentPushers pushers = LocalModePushers();
+  pushers.Record("round-of-60s", At(0));
+  pushers.Attend("round-of-60s");
+  EXPECT_EQ(pushers.Count(At(59)), 1);  // Silent far past the unknown silence.
+  pushers.Record("round-of-60s", At(60));
+  pushers.Depart("round-of-60s");
+  // Without its stream, the silence rule judges it again: 3 x 60 s.
+  EXPECT_EQ(pushers.Count(At(239)), 1);
+  EXPECT_EQ(pushers.Count(At(241)), 0);
+}
+
+TEST(RecentPushersTest, AttendingAloneNeverCountsAClient) {
+  RecentPushers pushers = LocalModePushers();
+  pushers.Attend("no-push-yet");
+  EXPECT_EQ(pushers.Count(At(0)), 0);
+  pushers.Record("no-push-yet", At(1));  // Counted from its first push.
+  EXPECT_EQ(pushers.Count(At(30)), 1);
+}
+
+TEST(RecentPushersTest, AClientCountsWhileAnyOfItsStreamsIsOpen) {
+  RecentPushers pushers = LocalModePushers();
+  pushers.Record("reopening", At(0));
+  pushers.Attend("reopening");
+  pushers.Attend("reopening");  // Its next stream opens before the old one ends.
+  pushers.Depart("reopening");
+  EXPECT_EQ(pushers.Count(At(30)), 1);
+  pushers.Depart("reopening");
+  EXPECT_EQ(pushers.Count(At(31)), 0);
+  pushers.Depart("never-attended");  // Changes nothing.
+}
+
+TEST(RecentPushersTest, OutsideLocalModeAttendanceDoesNotOutlastTheSilence) {
+  RecentPushers::Options options;
+  options.unknown_silence = absl::Seconds(10);
+  RecentPushers pushers(options);
+  pushers.Record("in-a-long-eval", At(0));
+  pushers.Attend("in-a-long-eval");
+  EXPECT_EQ(pushers.Count(At(9)), 1);
+  EXPECT_EQ(pushers.Count(At(11)), 0);
+}
+
 }  // namespace
 }  // namespace spotps
