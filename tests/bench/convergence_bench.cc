@@ -263,23 +263,14 @@ absl::StatusOr<double> CappedWallSeconds(const std::string& model, int trainers,
 // would between a pretraining and a fine-tuning job.
 absl::Status ExportWeights(const std::string& addresses, const std::string& path,
                            const std::string& dir) {
-  auto ctl = testing::ChildProcess::Start(
+  return testing::RunToSuccess(
       {testing::BinaryPath("spotps-ctl"), "--ps=" + addresses, "export", "--out=" + path},
-      dir + "/export.log");
-  if (!ctl.ok()) return ctl.status();
-  auto code = (*ctl)->Wait(absl::Minutes(5));
-  if (!code.ok()) return code.status();
-  if (*code != 0) {
-    return absl::InternalError(absl::StrCat("spotps-ctl export exited ", *code, ": ",
-                                            ReadFile(dir + "/export.log").value_or("")));
-  }
-  return absl::OkStatus();
+      dir + "/export.log", absl::Minutes(5));
 }
 
 absl::StatusOr<JobResult> RunJob(const std::string& model, int trainers, const std::string& mode,
                                  const std::string& tokens, const TrainingData& data,
                                  const JobStart& job, const std::string& dir) {
-  const int64_t units = job.units;
   ::mkdir(dir.c_str(), 0755);
   auto shards =
       testing::LocalShardCluster::Start(1, ShardFlags(SplitMode(mode).first, job, trainers), dir);
@@ -304,14 +295,14 @@ absl::StatusOr<JobResult> RunJob(const std::string& model, int trainers, const s
     if (i < absl::GetFlag(FLAGS_slow_trainers)) slow_units += testing::LogField(log, "units");
   }
   if (absl::GetFlag(FLAGS_slow_trainers) > 0) {
-    result.slow_share = slow_units / static_cast<double>(units);
+    result.slow_share = slow_units / static_cast<double>(job.units);
   }
   auto cluster = Cluster::Connect((*shards)->addresses());
   if (!cluster.ok()) return cluster.status();
   auto stats = (*cluster)->Stats();
   if (!stats.ok()) return stats.status();
   const double tokens_trained =
-      static_cast<double>(units * absl::GetFlag(FLAGS_batch) * absl::GetFlag(FLAGS_seq_len));
+      static_cast<double>(job.units * absl::GetFlag(FLAGS_batch) * absl::GetFlag(FLAGS_seq_len));
   result.bytes_per_token =
       static_cast<double>((*stats)[0].bytes_in() + (*stats)[0].bytes_out()) / tokens_trained;
   auto loss = FinalValLoss((*shards)->addresses(), model, data);
@@ -323,6 +314,18 @@ absl::StatusOr<JobResult> RunJob(const std::string& model, int trainers, const s
     }
   }
   return result;
+}
+
+// One row of the table; "vs sync" is "-" without a sync job.
+void PrintRow(const std::string& model, int trainers, const std::string& label, const JobResult& r,
+              const JobResult* sync) {
+  const std::string vs =
+      sync == nullptr ? "-" : absl::StrFormat("%.3f", r.val_loss / sync->val_loss);
+  const std::string capped = r.capped_wall_s > 0 ? absl::StrFormat("%.1f", r.capped_wall_s) : "-";
+  const std::string slow = r.slow_share >= 0 ? absl::StrFormat("%.1f%%", 100 * r.slow_share) : "-";
+  std::printf("| %s | %d | %s | %.4f | %s | %.1f | %.2f | %.0f | %s | %s |\n", model.c_str(),
+              trainers, label.c_str(), r.val_loss, vs.c_str(), r.wall_s, r.staleness,
+              r.bytes_per_token, capped.c_str(), slow.c_str());
 }
 
 // Every job's start: --seed's weights, or with --warm_units those of an
@@ -339,10 +342,7 @@ absl::StatusOr<JobStart> WarmStart(const std::string& model, int trainers,
   warm.export_to = dir + "/warm.safetensors";
   auto r = RunJob(model, trainers, "async", tokens, data, warm, dir);
   if (!r.ok()) return r.status();
-  std::printf(
-      "| %s | %d | warm start: async, %lld units | %.4f | - | %.1f | %.2f | %.0f | - | - |\n",
-      model.c_str(), trainers, static_cast<long long>(warm.units), r->val_loss, r->wall_s,
-      r->staleness, r->bytes_per_token);
+  PrintRow(model, trainers, absl::StrCat("warm start: async, ", warm.units, " units"), *r, nullptr);
   std::fflush(stdout);
   start.init_from = warm.export_to;
   return start;
@@ -482,17 +482,8 @@ int Run() {
       }
       const auto sync = results.find("sync");
       for (const std::string& mode : List(absl::GetFlag(FLAGS_modes))) {
-        const JobResult& r = results[mode];
-        const std::string vs = sync == results.end()
-                                   ? "-"
-                                   : absl::StrFormat("%.3f", r.val_loss / sync->second.val_loss);
-        const std::string capped =
-            r.capped_wall_s > 0 ? absl::StrFormat("%.1f", r.capped_wall_s) : "-";
-        const std::string slow =
-            r.slow_share >= 0 ? absl::StrFormat("%.1f%%", 100 * r.slow_share) : "-";
-        std::printf("| %s | %d | %s | %.4f | %s | %.1f | %.2f | %.0f | %s | %s |\n", model.c_str(),
-                    trainers, mode.c_str(), r.val_loss, vs.c_str(), r.wall_s, r.staleness,
-                    r.bytes_per_token, capped.c_str(), slow.c_str());
+        PrintRow(model, trainers, mode, results[mode],
+                 sync == results.end() ? nullptr : &sync->second);
       }
       std::fflush(stdout);
       const auto async = results.find("async");

@@ -109,6 +109,26 @@ absl::Status ChildProcess::WaitForLog(const std::string& log_path, absl::string_
   }
 }
 
+absl::StatusOr<ExitResult> RunToExit(const std::vector<std::string>& argv,
+                                     const std::string& log_path, absl::Duration timeout) {
+  auto child = ChildProcess::Start(argv, log_path);
+  if (!child.ok()) return child.status();
+  absl::StatusOr<int> code = (*child)->Wait(timeout);
+  if (!code.ok()) return code.status();
+  return ExitResult{*code, ReadFile(log_path).value_or("")};
+}
+
+absl::Status RunToSuccess(const std::vector<std::string>& argv, const std::string& log_path,
+                          absl::Duration timeout) {
+  absl::StatusOr<ExitResult> run = RunToExit(argv, log_path, timeout);
+  if (!run.ok()) return run.status();
+  if (run->exit_code != 0) {
+    return absl::InternalError(
+        absl::StrCat(argv[0], " exited ", run->exit_code, ": ", run->output));
+  }
+  return absl::OkStatus();
+}
+
 namespace {
 
 // Binds a socket to a free loopback port and returns it (or -1).

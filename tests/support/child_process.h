@@ -62,6 +62,19 @@ class ChildProcess {
   int exit_code_ = -1;
 };
 
+// How a binary run to its end (RunToExit) ended.
+struct ExitResult {
+  int exit_code = -1;  // 128 + signal if it was killed.
+  std::string output;  // Its stdout and stderr.
+};
+// Runs argv to its end with stdout and stderr appended to `log_path`; an
+// error if it could not start or ran past `timeout` (it is killed then).
+absl::StatusOr<ExitResult> RunToExit(const std::vector<std::string>& argv,
+                                     const std::string& log_path, absl::Duration timeout);
+// RunToExit, and INTERNAL with the exit code and output unless it exited 0.
+absl::Status RunToSuccess(const std::vector<std::string>& argv, const std::string& log_path,
+                          absl::Duration timeout);
+
 // N spotps-ps processes on loopback with free ports, for one test.
 class LocalShardCluster {
  public:

@@ -8,6 +8,11 @@
 #include "tests/support/child_process.h"
 
 namespace spotps::testing {
+namespace {
+
+constexpr absl::Duration kToolTimeout = absl::Minutes(5);
+
+}  // namespace
 
 std::string GeneratedText(size_t sentences) {
   const std::vector<std::string> subjects = {"the cat",   "a dog",    "the old man",
@@ -24,30 +29,13 @@ std::string GeneratedText(size_t sentences) {
   return text;
 }
 
-namespace {
-
-// Runs argv to its end; InternalError naming the log unless it exits 0.
-absl::Status RunToSuccess(const std::vector<std::string>& argv, const std::string& log) {
-  auto child = ChildProcess::Start(argv, log);
-  if (!child.ok()) return child.status();
-  absl::StatusOr<int> code = (*child)->Wait(absl::Seconds(300));
-  if (!code.ok()) return code.status();
-  if (*code != 0) {
-    return absl::InternalError(absl::StrCat(argv[0], " exited ", *code, ": ",
-                                            ReadFile(log).value_or("(no log)")));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
 absl::StatusOr<std::string> MakeTokenFile(const std::string& dir, size_t sentences) {
   const std::string text_path = dir + "/corpus.txt";
   const std::string tokens_path = dir + "/corpus.tokens";
   if (absl::Status s = WriteFileAtomically(text_path, GeneratedText(sentences)); !s.ok()) return s;
   if (absl::Status s = RunToSuccess(
           {BinaryPath("spotps-tokenize"), "--input=" + text_path, "--output=" + tokens_path},
-          dir + "/tokenize.log");
+          dir + "/tokenize.log", kToolTimeout);
       !s.ok()) {
     return s;
   }
@@ -76,10 +64,10 @@ absl::StatusOr<std::string> MakeLabeledFile(const std::string& dir, size_t rows,
   const std::string tsv = dir + "/labeled.tsv";
   const std::string out = dir + "/labeled.examples";
   if (absl::Status s = WriteFileAtomically(tsv, GeneratedLabeledRows(rows)); !s.ok()) return s;
-  if (absl::Status s = RunToSuccess({BinaryPath("spotps-tokenize"), "--labeled", "--input=" + tsv,
-                                     "--output=" + out, absl::StrCat("--seq_len=", seq_len),
-                                     "--val_fraction=0.2"},
-                                    dir + "/tokenize-labeled.log");
+  if (absl::Status s = RunToSuccess(
+          {BinaryPath("spotps-tokenize"), "--labeled", "--input=" + tsv, "--output=" + out,
+           absl::StrCat("--seq_len=", seq_len), "--val_fraction=0.2"},
+          dir + "/tokenize-labeled.log", kToolTimeout);
       !s.ok()) {
     return s;
   }
@@ -93,7 +81,9 @@ absl::StatusOr<std::string> ExportModel(const std::string& dir, const std::strin
                                    SPOTPS_SOURCE_DIR "/tools/models/export_model.py",
                                    "--out=" + path};
   argv.insert(argv.end(), flags.begin(), flags.end());
-  if (absl::Status s = RunToSuccess(argv, absl::StrCat(dir, "/export-", name, ".log")); !s.ok()) {
+  if (absl::Status s =
+          RunToSuccess(argv, absl::StrCat(dir, "/export-", name, ".log"), kToolTimeout);
+      !s.ok()) {
     return s;
   }
   return path;

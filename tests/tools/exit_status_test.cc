@@ -24,10 +24,7 @@ using testing::BinaryPath;
 using testing::ChildProcess;
 using testing::TempDir;
 
-struct Outcome {
-  int exit_code = -1;
-  std::string output;
-};
+using Outcome = testing::ExitResult;
 
 class ExitStatusTest : public ::testing::Test {
  protected:
@@ -35,15 +32,9 @@ class ExitStatusTest : public ::testing::Test {
     std::vector<std::string> argv = {BinaryPath(name)};
     argv.insert(argv.end(), args.begin(), args.end());
     const std::string log = absl::StrCat(dir_.path(), "/run", runs_++, ".log");
-    auto child = ChildProcess::Start(argv, log);
-    EXPECT_TRUE(child.ok()) << child.status();
-    Outcome r;
-    if (!child.ok()) return r;
-    absl::StatusOr<int> code = (*child)->Wait(absl::Seconds(120));
-    EXPECT_TRUE(code.ok()) << code.status();
-    r.exit_code = code.ok() ? *code : -1;
-    r.output = ReadFile(log).value_or("");
-    return r;
+    absl::StatusOr<Outcome> run = testing::RunToExit(argv, log, absl::Seconds(120));
+    EXPECT_TRUE(run.ok()) << run.status();
+    return run.ok() ? *run : Outcome();
   }
 
   TempDir dir_;

@@ -117,10 +117,9 @@ TEST_F(TorchScriptTrainingTest, GptDecoderLearnsThroughTwoShardsAndSurvivesAKill
 
 // Runs a binary to its end; its exit code and output.
 std::pair<int, std::string> RunBinary(const std::vector<std::string>& argv, const std::string& log) {
-  auto child = testing::ChildProcess::Start(argv, log);
-  EXPECT_TRUE(child.ok());
-  const int code = child.ok() ? (*child)->Wait(absl::Seconds(120)).value_or(-1) : -1;
-  return {code, ReadFile(log).value_or("")};
+  absl::StatusOr<testing::ExitResult> run = testing::RunToExit(argv, log, absl::Seconds(120));
+  EXPECT_TRUE(run.ok()) << run.status();
+  return run.ok() ? std::pair(run->exit_code, run->output) : std::pair(-1, std::string());
 }
 
 // The trained Llama's weights as a user moves them: sampled from the shards

@@ -521,13 +521,11 @@ TEST_F(SecurityTest, MetricsAndStatusPageNeedTlsAndAReadersToken) {
   EXPECT_FALSE(untrusted.ok()) << *untrusted;
 }
 
-int RunToExit(const std::vector<std::string>& argv, const std::string& log) {
-  auto child = ChildProcess::Start(argv, log);
-  EXPECT_TRUE(child.ok()) << child.status();
-  if (!child.ok()) return -1;
-  absl::StatusOr<int> code = (*child)->Wait(absl::Seconds(60));
-  EXPECT_TRUE(code.ok()) << code.status();
-  return code.ok() ? *code : -1;
+// Its exit code; -1 (and a failure) unless it ran to its end within 60 s.
+int ExitCode(const std::vector<std::string>& argv, const std::string& log) {
+  absl::StatusOr<testing::ExitResult> run = testing::RunToExit(argv, log, absl::Seconds(60));
+  EXPECT_TRUE(run.ok()) << run.status();
+  return run.ok() ? run->exit_code : -1;
 }
 
 // spotps-ctl takes the same flags; spotps-ps refuses plaintext on a
@@ -542,15 +540,15 @@ TEST_F(SecurityTest, BinariesTakeTheFlags) {
                                         "status"};
   std::vector<std::string> with_token = ctl;
   with_token.insert(with_token.end() - 1, "--token_file=" + Path("reader.token"));
-  EXPECT_EQ(RunToExit(with_token, Path("ctl-ok.log")), 0) << Read(Path("ctl-ok.log"));
-  EXPECT_EQ(RunToExit(ctl, Path("ctl-anonymous.log")), 1);
+  EXPECT_EQ(ExitCode(with_token, Path("ctl-ok.log")), 0) << Read(Path("ctl-ok.log"));
+  EXPECT_EQ(ExitCode(ctl, Path("ctl-anonymous.log")), 1);
   EXPECT_TRUE(absl::StrContains(Read(Path("ctl-anonymous.log")), "UNAUTHENTICATED") ||
               absl::StrContains(Read(Path("ctl-anonymous.log")), "authorization"))
       << Read(Path("ctl-anonymous.log"));
 
   const std::vector<std::string> ps = {testing::BinaryPath("spotps-ps"), "--check_flags",
                                        "--listen=0.0.0.0:7000"};
-  EXPECT_EQ(RunToExit(ps, Path("ps-plain.log")), 2);
+  EXPECT_EQ(ExitCode(ps, Path("ps-plain.log")), 2);
   EXPECT_TRUE(absl::StrContains(Read(Path("ps-plain.log")), "refusing plaintext"))
       << Read(Path("ps-plain.log"));
   // Only literal loopback addresses and "localhost" may go plaintext; a name
@@ -558,40 +556,40 @@ TEST_F(SecurityTest, BinariesTakeTheFlags) {
   int run = 0;
   for (const char* listen : {"--listen=127.0.0.1.example.com:0", "--listen=127.example.com:0"}) {
     const std::string log = Path(absl::StrCat("ps-name", run++, ".log"));
-    EXPECT_EQ(RunToExit({ps[0], ps[1], listen}, log), 2) << listen;
+    EXPECT_EQ(ExitCode({ps[0], ps[1], listen}, log), 2) << listen;
     EXPECT_TRUE(absl::StrContains(Read(log), "refusing plaintext")) << listen << Read(log);
   }
   for (const char* listen : {"--listen=127.0.0.1:0", "--listen=[::1]:0", "--listen=localhost:0"}) {
     const std::string log = Path(absl::StrCat("ps-loopback", run++, ".log"));
-    EXPECT_EQ(RunToExit({ps[0], ps[1], listen}, log), 0) << listen << Read(log);
+    EXPECT_EQ(ExitCode({ps[0], ps[1], listen}, log), 0) << listen << Read(log);
   }
   std::vector<std::string> insecure = ps;
   insecure.push_back("--insecure");
-  EXPECT_EQ(RunToExit(insecure, Path("ps-insecure.log")), 0) << Read(Path("ps-insecure.log"));
+  EXPECT_EQ(ExitCode(insecure, Path("ps-insecure.log")), 0) << Read(Path("ps-insecure.log"));
   std::vector<std::string> tls = ps;
   tls.push_back("--tls_cert=" + certs_.server_cert);
   tls.push_back("--tls_key=" + certs_.server_key);
-  EXPECT_EQ(RunToExit(tls, Path("ps-tls.log")), 0) << Read(Path("ps-tls.log"));
+  EXPECT_EQ(ExitCode(tls, Path("ps-tls.log")), 0) << Read(Path("ps-tls.log"));
   // The metrics endpoint follows the same rule as --listen.
   const std::vector<std::string> metrics_ps = {testing::BinaryPath("spotps-ps"), "--check_flags",
                                                "--listen=127.0.0.1:0",
                                                "--metrics_listen=0.0.0.0:9100"};
-  EXPECT_EQ(RunToExit(metrics_ps, Path("ps-metrics-plain.log")), 2);
+  EXPECT_EQ(ExitCode(metrics_ps, Path("ps-metrics-plain.log")), 2);
   EXPECT_TRUE(absl::StrContains(Read(Path("ps-metrics-plain.log")), "refusing plaintext metrics"))
       << Read(Path("ps-metrics-plain.log"));
   std::vector<std::string> metrics_ok = metrics_ps;
   metrics_ok.push_back("--insecure");
-  EXPECT_EQ(RunToExit(metrics_ok, Path("ps-metrics-insecure.log")), 0)
+  EXPECT_EQ(ExitCode(metrics_ok, Path("ps-metrics-insecure.log")), 0)
       << Read(Path("ps-metrics-insecure.log"));
   metrics_ok = metrics_ps;
   metrics_ok.insert(metrics_ok.end(),
                     {"--tls_cert=" + certs_.server_cert, "--tls_key=" + certs_.server_key});
-  EXPECT_EQ(RunToExit(metrics_ok, Path("ps-metrics-tls.log")), 0)
+  EXPECT_EQ(ExitCode(metrics_ok, Path("ps-metrics-tls.log")), 0)
       << Read(Path("ps-metrics-tls.log"));
   std::vector<std::string> weak = tls;
   ASSERT_TRUE(WriteFileAtomically(Path("weak-tokens"), "secret admin\n").ok());
   weak.push_back("--auth_tokens=" + Path("weak-tokens"));
-  EXPECT_EQ(RunToExit(weak, Path("ps-weak.log")), 2);
+  EXPECT_EQ(ExitCode(weak, Path("ps-weak.log")), 2);
   EXPECT_TRUE(absl::StrContains(Read(Path("ps-weak.log")), "weak")) << Read(Path("ps-weak.log"));
 }
 
