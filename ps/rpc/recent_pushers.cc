@@ -70,8 +70,9 @@ void RecentPushers::Depart(absl::string_view client) {
   if (it != attending_.end() && --it->second == 0) attending_.erase(it);
 }
 
-bool RecentPushers::KeptByAttendance(const std::string& client) const {
-  return options_.attendance_keeps_live && attending_.find(client) != attending_.end();
+bool RecentPushers::KeptByAttendance(const std::string& name, const Client& c) const {
+  return options_.attendance_keeps_live && c.mean_interval == absl::InfiniteDuration() &&
+         attending_.find(name) != attending_.end();
 }
 
 absl::Duration RecentPushers::Silence(const Client& c) const {
@@ -83,7 +84,7 @@ int RecentPushers::Count(absl::Time now) {
   absl::MutexLock lock(&mu_);
   for (auto it = clients_.begin(); it != clients_.end();) {
     const bool silent = now - it->second.last > Silence(it->second);
-    it = silent && !KeptByAttendance(it->first) ? clients_.erase(it) : std::next(it);
+    it = silent && !KeptByAttendance(it->first, it->second) ? clients_.erase(it) : std::next(it);
   }
   return static_cast<int>(clients_.size());
 }

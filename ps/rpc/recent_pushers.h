@@ -19,8 +19,9 @@ namespace spotps {
 // pushes. A client counts as live from its first push, or from an
 // announcement before it (a trainer's Join), until it has been silent for
 // three of its intervals (at least `min_silence`), or for `unknown_silence`
-// while it has pushed at most once; with `attendance_keeps_live`, a counted
-// client that holds a presence stream stays live however long it is silent.
+// while it has pushed at most once; with `attendance_keeps_live`, such a
+// client (its pace not known yet) that holds a presence stream stays live
+// however long it is silent.
 // Promises: at most `max_clients` names are kept (the longest silent one
 // makes room), so a client inventing names costs bounded memory; attending
 // alone never counts a client. Thread-safe.
@@ -30,11 +31,14 @@ class RecentPushers {
     size_t max_clients = 4096;
     absl::Duration min_silence = absl::Seconds(1);
     absl::Duration unknown_silence = absl::Seconds(10);
-    // Local mode: a round of H steps can take far longer than any silence
-    // bound learnt from one push, and a trainer that is killed breaks its
-    // presence stream at once (ParameterServerService::Attend), so an open
-    // stream is the better witness. Off elsewhere: a trainer in a long eval
-    // should not hold every "fresh" update for its wait.
+    // Local mode: a first round of H steps can take far longer than
+    // `unknown_silence`, and a trainer dropped then is re-added without its
+    // pace at its next push, to be dropped again. A trainer that is killed
+    // breaks its presence stream at once (ParameterServerService::Attend),
+    // so an open stream is the better witness until its second push; after
+    // it the pace judges, so that a hung trainer with its connection open
+    // still drops out. Off elsewhere: a trainer in a long eval should not
+    // hold every "fresh" update for its wait.
     bool attendance_keeps_live = false;
   };
   RecentPushers() : RecentPushers(Options()) {}
@@ -63,7 +67,9 @@ class RecentPushers {
     bool announced_only = false;                              // No push of it has landed yet.
   };
   absl::Duration Silence(const Client& c) const;
-  bool KeptByAttendance(const std::string& client) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `c`, silent past its bound, still counts by its presence stream.
+  bool KeptByAttendance(const std::string& name, const Client& c) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Adds `client`, making room if need be.
   void Add(absl::string_view client, Client c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

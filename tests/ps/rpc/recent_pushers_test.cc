@@ -98,14 +98,16 @@ RecentPushers LocalModePushers() {
 
 TEST(RecentPushersTest, InLocalModeAnAttendingClientStaysLiveThroughALongRound) {
   RecentPushers pushers = LocalModePushers();
-  pushers.Record("round-of-60s", At(0));
+  pushers.Announce("round-of-60s", At(0));
   pushers.Attend("round-of-60s");
   EXPECT_EQ(pushers.Count(At(59)), 1);  // Silent far past the unknown silence.
   pushers.Record("round-of-60s", At(60));
-  pushers.Depart("round-of-60s");
-  // Without its stream, the silence rule judges it again: 3 x 60 s.
-  EXPECT_EQ(pushers.Count(At(239)), 1);
-  EXPECT_EQ(pushers.Count(At(241)), 0);
+  EXPECT_EQ(pushers.Count(At(119)), 1);
+  pushers.Record("round-of-60s", At(120));
+  // From its second push its pace judges it, stream or not: a trainer that
+  // hangs with its connection open drops out after 3 x 60 s.
+  EXPECT_EQ(pushers.Count(At(299)), 1);
+  EXPECT_EQ(pushers.Count(At(301)), 0);
 }
 
 TEST(RecentPushersTest, AttendingAloneNeverCountsAClient) {
