@@ -38,6 +38,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <optional>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/match.h"
@@ -348,22 +349,44 @@ absl::StatusOr<JobStart> WarmStart(const std::string& model, int trainers,
   return start;
 }
 
-// "local: H=... bytes_ratio=B loss_ratio=L" for the local mode of the
-// lowest loss among `results`, against `async`; "" without local modes.
+// A local mode against `async`, the last line's three figures.
+struct LocalRatios {
+  double bytes = 0;  // async's bytes per token over the mode's.
+  double loss = 0;   // The mode's validation loss over async's.
+  double time = -1;  // The mode's capped wall time over async's; -1: not run.
+
+  LocalRatios(const JobResult& local, const JobResult& async)
+      : bytes(async.bytes_per_token / local.bytes_per_token),
+        loss(local.val_loss / async.val_loss) {
+    if (local.capped_wall_s > 0 && async.capped_wall_s > 0) {
+      time = local.capped_wall_s / async.capped_wall_s;
+    }
+  }
+  // Of the targets B >= 30, L <= 1.05 and T <= 0.5, how many it meets.
+  int GoalsMet() const { return (bytes >= 30) + (loss <= 1.05) + (time >= 0 && time <= 0.5); }
+};
+
+// "local: H=... bytes_ratio=B loss_ratio=L [time_ratio=T]" for the local
+// mode among `results` that meets the most targets, of those the lowest
+// loss; "" without local modes.
 std::string LocalLine(const std::map<std::string, JobResult>& results, const JobResult& async) {
-  const std::pair<const std::string, JobResult>* best = nullptr;
-  for (const auto& entry : results) {
-    if (!absl::StartsWith(entry.first, "local")) continue;
-    if (best == nullptr || entry.second.val_loss < best->second.val_loss) best = &entry;
+  const std::string* best = nullptr;
+  std::optional<LocalRatios> best_ratios;
+  for (const auto& [mode, result] : results) {
+    if (!absl::StartsWith(mode, "local")) continue;
+    const LocalRatios r(result, async);
+    const bool better = !best_ratios || r.GoalsMet() > best_ratios->GoalsMet() ||
+                        (r.GoalsMet() == best_ratios->GoalsMet() && r.loss < best_ratios->loss);
+    if (better) {
+      best = &mode;
+      best_ratios = r;
+    }
   }
   if (best == nullptr) return "";
-  std::string line = absl::StrFormat(
-      "local: H=%s bytes_ratio=%.1f loss_ratio=%.3f", best->first.substr(best->first.find(':') + 1),
-      async.bytes_per_token / best->second.bytes_per_token, best->second.val_loss / async.val_loss);
-  if (best->second.capped_wall_s > 0 && async.capped_wall_s > 0) {
-    absl::StrAppendFormat(&line, " time_ratio=%.3f",
-                          best->second.capped_wall_s / async.capped_wall_s);
-  }
+  std::string line =
+      absl::StrFormat("local: H=%s bytes_ratio=%.1f loss_ratio=%.3f",
+                      best->substr(best->find(':') + 1), best_ratios->bytes, best_ratios->loss);
+  if (best_ratios->time >= 0) absl::StrAppendFormat(&line, " time_ratio=%.3f", best_ratios->time);
   return line;
 }
 
