@@ -162,8 +162,9 @@ grpc::Status ReadChunks(grpc::ServerContext* context, grpc::ServerReader<Request
   return grpc::Status::OK;
 }
 
-// Local rounds (share_of_k) can outlast any silence learnt from one push:
-// there a trainer counts while its presence stream is open.
+// A local round (share_of_k) can outlast the silence allowed to a client
+// that has pushed once: there an open presence stream keeps a trainer
+// counted until its second push tells its pace.
 RecentPushers::Options PushersOptions(const StalenessConfig& staleness) {
   RecentPushers::Options options;
   options.attendance_keeps_live = staleness.share_of_k;

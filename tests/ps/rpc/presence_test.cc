@@ -1,7 +1,7 @@
 // Presence streams against real shard processes: a client killed between
 // two pushes stops counting as a live pusher on every shard at once, not
-// after its silence runs out; in local mode one that stays counts however
-// long its round.
+// after its silence runs out; in local mode one that lives counts however
+// long its first round.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
