@@ -224,7 +224,10 @@ absl::Status WaitForTrainers(std::vector<std::unique_ptr<testing::ChildProcess>>
     auto code = procs[i]->Wait(std::max(give_up - absl::Now(), absl::Seconds(1)));
     if (!code.ok() || *code != 0) {
       const std::string log = ReadFile(absl::StrCat(dir, "/trainer", i, ".log")).value_or("");
-      return absl::InternalError(absl::StrCat("trainer ", i, " of ", mode, " failed: ",
+      const std::string why =
+          code.ok() ? absl::StrCat("exited ", *code)
+                    : absl::StrCat("ran past --job_timeout_s=", absl::GetFlag(FLAGS_job_timeout_s));
+      return absl::InternalError(absl::StrCat("trainer ", i, " of ", mode, " ", why, ": ",
                                               log.substr(log.size() > 600 ? log.size() - 600 : 0)));
     }
   }
