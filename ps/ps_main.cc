@@ -80,7 +80,8 @@ ABSL_FLAG(int, average_pushes, 0,
           "--staleness_method=...+avg: pushes per averaged update; 0: the live workers (shard "
           "0 knows them from its coordinator; other shards then rely on --average_wait_ms).");
 ABSL_FLAG(double, average_wait_ms, 1000,
-          "--staleness_method=...+avg: apply the held pushes once the oldest waited this long.");
+          "--staleness_method=...+avg: apply the held pushes once the oldest waited this long "
+          "(local mode: at least a quarter of the trainers' median round time, up to 10 s).");
 ABSL_FLAG(int64_t, warmup_steps_per_worker, 10,
           "--staleness_method=...+warmup: warmup updates per live worker.");
 ABSL_FLAG(int64_t, max_staleness, -1, "Refuse pushes staler than this; -1: no bound.");
@@ -483,24 +484,25 @@ int main(int argc, char** argv) {
   if (sync_rounds != nullptr) sync_rounds->Start();
 
   // Async "avg" and "warmup": tell the store the live workers, and apply
-  // held pushes that waited --average_wait_ms. Every shard counts the
-  // clients that push to it and have not left or fallen silent, shard 0
-  // too: its registered workers would count a trainer killed without
-  // notice until its worker lease ends (updates waiting for it all that
-  // while) and a joiner before its first push.
+  // held pushes that waited --average_wait_ms (in local mode, longer where
+  // rounds are long: ParameterServerService::AveragingWait). Every shard
+  // counts the clients that push to it and have not left or fallen silent,
+  // shard 0 too: its registered workers would count a trainer killed
+  // without notice until its worker lease ends (updates waiting for it all
+  // that while) and a joiner before its first push.
   absl::Notification stop_async_ticks;
   std::thread async_ticks([&] {
     const spotps::StalenessConfig& how = (*store)->staleness();
     if (!how.average && !how.worker_warmup) return;
-    const absl::Duration wait = absl::Milliseconds(how.average_wait_ms);
-    const absl::Duration tick = std::max(absl::Milliseconds(1), wait / 4);
+    const absl::Duration tick =
+        std::max(absl::Milliseconds(1), absl::Milliseconds(how.average_wait_ms) / 4);
     absl::Time next_count = absl::InfinitePast();
     while (!stop_async_ticks.WaitForNotificationWithTimeout(tick)) {
       if (absl::Now() >= next_count) {
         (*store)->SetLiveWorkers(service.RecentWorkers());
         next_count = absl::Now() + absl::Milliseconds(100);
       }
-      (*store)->ApplyHeldOlderThan(wait);
+      (*store)->ApplyHeldOlderThan(service.AveragingWait());
     }
   });
   server->Wait();

@@ -108,13 +108,13 @@ grpc::Status Cancelled(const char* what) {
 
 // Until when a call may wait for an update before it answers with what
 // there is: about as long as a "fresh" push waits for its averaged update
-// (the shard's tick applies what waited average_wait_ms; twice that is
+// (the shard's tick applies what waited AveragingWait(); twice that is
 // ample), and no later than halfway to the call's deadline. A wait that ran
 // up to the deadline would leave no time for the answer: the client would
 // see DEADLINE_EXCEEDED and, retrying, wait the same way again.
-absl::Time UpdateWaitEnd(const grpc::ServerContext& context, int average_wait_ms) {
+absl::Time UpdateWaitEnd(const grpc::ServerContext& context, absl::Duration averaging_wait) {
   const absl::Time now = absl::Now();
-  absl::Time end = now + absl::Milliseconds(2 * average_wait_ms + 100);
+  absl::Time end = now + 2 * averaging_wait + absl::Milliseconds(100);
   if (context.deadline() != std::chrono::system_clock::time_point::max()) {
     end = std::min(end, now + (absl::FromChrono(context.deadline()) - now) / 2);
   }
@@ -314,7 +314,7 @@ grpc::Status ParameterServerService::ServePull(
   }
   // A pull that waits for updates (its push may have been a duplicate, in
   // no update at all) sends what there is once the wait ends.
-  const absl::Time wait_until = UpdateWaitEnd(*context, store_->staleness().average_wait_ms);
+  const absl::Time wait_until = UpdateWaitEnd(*context, AveragingWait());
   std::set<uint32_t> unique_ids;
   for (uint32_t id : ids) {
     if (!unique_ids.insert(id).second) {
@@ -476,10 +476,17 @@ grpc::Status ParameterServerService::ServePush(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+absl::Duration ParameterServerService::AveragingWait() {
+  const StalenessConfig& how = store_->staleness();
+  const absl::Duration configured = absl::Milliseconds(how.average_wait_ms);
+  if (!how.average || !how.share_of_k) return configured;
+  return std::max(configured, std::min(pushers_.MedianInterval() / 4, kMaxRoundWait));
+}
+
 void ParameterServerService::AwaitFreshWeights(const grpc::ServerContext& context,
-                                               PushOutcome* outcome) const {
+                                               PushOutcome* outcome) {
   // Past the wait the push stays held and is answered as "avg" answers.
-  const absl::Time end = UpdateWaitEnd(context, store_->staleness().average_wait_ms);
+  const absl::Time end = UpdateWaitEnd(context, AveragingWait());
   if (!store_->WaitForAveragedUpdate(outcome->average_update, end)) return;
   for (size_t i = 0; i < outcome->partition_ids.size(); ++i) {
     outcome->new_versions[i] = *store_->Version(outcome->partition_ids[i]);
@@ -492,6 +499,10 @@ grpc::Status ParameterServerService::Stats(grpc::ServerContext*, const v1::Stats
   store_->FillStats(response);
   response->set_incarnation(incarnation_);
   response->set_live_pushers(static_cast<uint32_t>(RecentWorkers()));
+  if (store_->staleness().average) {
+    response->set_average_wait_ms(
+        static_cast<uint32_t>(absl::ToInt64Milliseconds(AveragingWait())));
+  }
   if (checkpointer_ != nullptr) {
     response->set_restored_checkpoint_id(checkpointer_->restored_id());
     response->set_last_checkpoint_id(checkpointer_->last_written_id());

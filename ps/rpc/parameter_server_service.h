@@ -75,6 +75,15 @@ class ParameterServerService final : public v1::ParameterServer::Service {
   // Clients (PushRequest.worker_id) that push to this shard and have not
   // fallen silent (RecentPushers): its live workers as it sees them.
   int RecentWorkers() { return pushers_.Count(absl::Now()); }
+  // How long a held push waits for the rest of its averaged update: the
+  // shard's average_wait_ms, and in local mode (rounds averaged) at least a
+  // quarter of the trainers' median round time, up to kMaxRoundWait. A
+  // round of H steps takes minutes on a large model, and trainers whose
+  // rounds drift apart by more than a fixed wait would each be applied
+  // alone, compounding the outer momentum once per push instead of once
+  // per round.
+  absl::Duration AveragingWait();
+  static constexpr absl::Duration kMaxRoundWait = absl::Seconds(10);
 
  private:
   // Tells the store how many workers push to it now: at once where one
@@ -87,7 +96,7 @@ class ParameterServerService final : public v1::ParameterServer::Service {
                          v1::PushResponse* response, absl::Duration* apply);
   // "fresh": waits (bounded, at most half the call's deadline) until the averaged
   // update holding the push is applied, then reports the versions after it.
-  void AwaitFreshWeights(const grpc::ServerContext& context, PushOutcome* outcome) const;
+  void AwaitFreshWeights(const grpc::ServerContext& context, PushOutcome* outcome);
   // The watched partitions' versions and the shard's counters now.
   void FillWatchResponse(const std::vector<uint32_t>& ids, v1::WatchResponse* response) const;
   uint64_t LastCheckpointId() const;  // 0 without a checkpointer.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iterator>
 #include <string>
+#include <vector>
 
 namespace spotps {
 
@@ -87,6 +88,18 @@ int RecentPushers::Count(absl::Time now) {
     it = silent && !KeptByAttendance(it->first, it->second) ? clients_.erase(it) : std::next(it);
   }
   return static_cast<int>(clients_.size());
+}
+
+absl::Duration RecentPushers::MedianInterval() {
+  std::vector<absl::Duration> intervals;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [name, c] : clients_) {
+    if (c.mean_interval != absl::InfiniteDuration()) intervals.push_back(c.mean_interval);
+  }
+  if (intervals.empty()) return absl::ZeroDuration();
+  auto middle = intervals.begin() + intervals.size() / 2;
+  std::nth_element(intervals.begin(), middle, intervals.end());
+  return *middle;
 }
 
 }  // namespace spotps

@@ -59,6 +59,10 @@ class RecentPushers {
   void Depart(absl::string_view client);
   // The clients live at `now`; forgets the others.
   int Count(absl::Time now);
+  // The median of the kept clients' mean intervals between pushes (in
+  // local mode, their round time), over those that have pushed twice;
+  // zero while none has.
+  absl::Duration MedianInterval();
 
  private:
   struct Client {

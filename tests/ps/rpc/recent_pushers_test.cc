@@ -140,5 +140,19 @@ TEST(RecentPushersTest, OutsideLocalModeAttendanceDoesNotOutlastTheSilence) {
   EXPECT_EQ(pushers.Count(At(11)), 0);
 }
 
+TEST(RecentPushersTest, TheMedianIntervalCountsOnlyClientsWithAKnownPace) {
+  RecentPushers pushers;
+  EXPECT_EQ(pushers.MedianInterval(), absl::ZeroDuration());
+  pushers.Record("once", At(0));
+  EXPECT_EQ(pushers.MedianInterval(), absl::ZeroDuration());
+  pushers.Record("every-10s", At(0));
+  pushers.Record("every-10s", At(10));
+  pushers.Record("every-20s", At(0));
+  pushers.Record("every-20s", At(20));
+  pushers.Record("every-60s", At(0));
+  pushers.Record("every-60s", At(60));
+  EXPECT_EQ(pushers.MedianInterval(), absl::Seconds(20));
+}
+
 }  // namespace
 }  // namespace spotps
