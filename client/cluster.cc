@@ -141,7 +141,7 @@ class Cluster::Impl {
  public:
   Impl(std::vector<std::unique_ptr<ShardConnection>> shards, const ClusterOptions& options);
 
-  absl::StatusOr<bool> Init(const ModelLayout& layout, absl::Span<const float> values);
+  absl::StatusOr<InitOutcome> Init(const ModelLayout& layout, absl::Span<const float> values);
   absl::Status FetchLayout();
   absl::Status WaitForLayout(absl::Duration timeout);
   std::string Addresses() const;
@@ -346,8 +346,8 @@ std::string Cluster::Impl::Addresses() const {
   });
 }
 
-absl::StatusOr<bool> Cluster::Impl::Init(const ModelLayout& layout,
-                                         absl::Span<const float> values) {
+absl::StatusOr<InitOutcome> Cluster::Impl::Init(const ModelLayout& layout,
+                                                absl::Span<const float> values) {
   if (static_cast<int64_t>(values.size()) != layout.total_elements()) {
     return absl::InvalidArgumentError(
         absl::StrFormat("Init: %d initial values for a layout of %d elements", values.size(),
@@ -379,7 +379,10 @@ absl::StatusOr<bool> Cluster::Impl::Init(const ModelLayout& layout,
   });
   if (!s.ok()) return s;
   if (absl::Status set = SetLayout(layout); !set.ok()) return set;
-  return std::all_of(applied.begin(), applied.end(), [](char a) { return a != 0; });
+  InitOutcome outcome;
+  outcome.shards = static_cast<int>(shards_.size());
+  outcome.shards_applied = static_cast<int>(std::count(applied.begin(), applied.end(), 1));
+  return outcome;
 }
 
 absl::Status Cluster::Impl::PullShard(size_t shard, const std::vector<uint32_t>& ids,
@@ -707,7 +710,8 @@ absl::Status Cluster::Impl::Leave() {
 Cluster::Cluster(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Cluster::~Cluster() = default;
 
-absl::StatusOr<bool> Cluster::Init(const ModelLayout& layout, absl::Span<const float> values) {
+absl::StatusOr<InitOutcome> Cluster::Init(const ModelLayout& layout,
+                                          absl::Span<const float> values) {
   return impl_->Init(layout, values);
 }
 absl::Status Cluster::FetchLayout() { return impl_->FetchLayout(); }

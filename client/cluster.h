@@ -93,6 +93,16 @@ struct PullOptions {
   std::function<void(uint32_t partition_id)> on_partition;
 };
 
+// What Cluster::Init did. Racing clients each win the shards they reach
+// first, so a race can end with each holding some: with the same initial
+// values on every client (trainers share --seed) the model is the same.
+struct InitOutcome {
+  int shards = 0;          // Shards in the cluster.
+  int shards_applied = 0;  // Of them, those that kept this call's values.
+  bool everywhere() const { return shards_applied == shards; }
+  bool nowhere() const { return shards_applied == 0; }
+};
+
 struct PushResult {
   bool duplicate = false;  // Every shard had already applied this push id.
   // Shards in sync mode hold the gradient for the open round; it is applied
@@ -159,10 +169,9 @@ class Cluster {
   // Initialises every shard with this layout and initial values (the whole
   // flat space). Safe when many clients race: each shard keeps the first
   // valid init; an identical layout succeeds; a different layout fails with
-  // FAILED_PRECONDITION. Returns true if this call's values were applied on
-  // every shard, false if another client's were kept. Afterwards layout()
-  // and partition_map() are valid.
-  absl::StatusOr<bool> Init(const ModelLayout& layout, absl::Span<const float> values);
+  // FAILED_PRECONDITION. Says on how many shards this call's values were
+  // kept. Afterwards layout() and partition_map() are valid.
+  absl::StatusOr<InitOutcome> Init(const ModelLayout& layout, absl::Span<const float> values);
 
   // Reads the layout from every shard and checks they agree (and that the
   // shard list is in the shards' own order). FAILED_PRECONDITION if the model

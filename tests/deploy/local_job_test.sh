@@ -85,12 +85,15 @@ wait "$job_pid" || fail "up.sh exited $?"
 job_pid=""
 grep -q "^final: val_loss=[0-9.]* tokens=[1-9]" "$work/up.log" || fail "no final line"
 final=$(sed -n 's/^final: val_loss=\([0-9.]*\) .*/\1/p' "$work/up.log")
-grep -q "initialised the shards with this trainer's weights" "$work/up.log" ||
+# One trainer initialised the shards, or the two raced and split them: then
+# each says how many it holds and that the other initialised the rest.
+split="initialised [0-9]+ of [0-9]+ shards with this trainer's weights; another trainer"
+grep -Eq "initialised the shards with this trainer's weights|$split" "$work/up.log" ||
   fail "no trainer said it initialised the shards"
 # The other either lost the race to initialise, found weights nobody has
 # trained yet, or joined a few steps in: it says which, never that the shards
 # "already hold the model", which read like a resume.
-grep -Eq "initialised the model moments ago|no update applied yet|at global step [0-9]+:" \
+grep -Eq "initialised the model moments ago|no update applied yet|at global step [0-9]+:|$split" \
   "$work/up.log" || fail "the second trainer did not say where its weights come from"
 ! grep -q "already hold the model" "$work/up.log" || fail "a trainer of a fresh job claims to resume"
 sample=$(sed -n 's/^\[up\]   sample from them: *//p' "$work/up.log")

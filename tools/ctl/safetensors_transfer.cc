@@ -134,12 +134,20 @@ absl::StatusOr<TransferSummary> ImportSafetensors(Cluster& cluster, const std::s
       hf ? FlatWeightsFromHfGpt2(*layout, *file) : ModuleWeights(*layout, *file);
   if (!flat.ok()) return flat.status();
   file->tensors.clear();  // The flat copy is all that is needed now.
-  absl::StatusOr<bool> applied = cluster.Init(*layout, *flat);
+  absl::StatusOr<InitOutcome> applied = cluster.Init(*layout, *flat);
   if (!applied.ok()) return applied.status();
-  if (!*applied) {
+  if (applied->nowhere()) {
     return absl::FailedPreconditionError(
         "the shards already hold this model; their weights were kept (import only into shards "
         "that hold no model yet)");
+  }
+  if (!applied->everywhere()) {
+    // A shard that restarted without a checkpoint beside live ones: the
+    // import filled it, but the model is now part imported, part trained.
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "imported into %d of %d shards (those that held no model); the others already held "
+        "this model and kept their weights",
+        applied->shards_applied, applied->shards));
   }
   TransferSummary summary;
   summary.tensors = int64_t(layout->tensors().size());

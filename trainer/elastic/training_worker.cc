@@ -49,6 +49,21 @@ std::string ExistingModelLine(Cluster& cluster) {
                          step);
 }
 
+// Where this trainer's weights come from after its Init. Two trainers that
+// race may split the shards between them (trainers of one job start from the
+// same values, so the model is the same): the log says so, not that neither
+// of them initialised anything.
+std::string DescribeInit(const InitOutcome& init) {
+  if (init.everywhere()) return "initialised the shards with this trainer's weights";
+  if (init.nowhere()) {
+    return "another trainer initialised the model moments ago: training starts from its weights";
+  }
+  return absl::StrFormat(
+      "initialised %d of %d shards with this trainer's weights; another trainer initialised the "
+      "others moments ago",
+      init.shards_applied, init.shards);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TrainingWorker>> TrainingWorker::Create(
@@ -86,17 +101,17 @@ absl::StatusOr<std::unique_ptr<TrainingWorker>> TrainingWorker::Create(
   // Every worker offers its initial weights; each shard keeps the first. A
   // shard that is restarting is waited for, as everywhere else.
   const std::vector<float> initial = binding->FlattenWeights();
-  absl::StatusOr<bool> init =
+  absl::StatusOr<InitOutcome> init =
       UnreachableWait(absl::StrCat("the shards at ", cluster->addresses(), " to initialise"),
                       options.unavailable_timeout)
-          .Retry<bool>([&] { return cluster->Init(binding->layout(), initial); });
+          .Retry<InitOutcome>([&] { return cluster->Init(binding->layout(), initial); });
   if (absl::IsPermissionDenied(init.status())) {
     // A trainer-role token may not initialise (docs/operations.md, "TLS and
     // roles"): train on the model an admin has initialised, or will.
     LogInfo("this trainer's token may not initialise the model: waiting for an admin to");
     if (absl::Status s = cluster->WaitForLayout(options.unavailable_timeout); !s.ok()) return s;
     if (absl::Status same = binding->CheckSameModel(cluster->layout()); !same.ok()) return same;
-    init = false;
+    init = InitOutcome{};
   }
   if (!init.ok()) {
     if (!absl::IsFailedPrecondition(init.status())) return init.status();
@@ -104,9 +119,7 @@ absl::StatusOr<std::unique_ptr<TrainingWorker>> TrainingWorker::Create(
     if (absl::Status same = binding->CheckSameModel(cluster->layout()); !same.ok()) return same;
     return init.status();
   }
-  LogInfo(*init ? "initialised the shards with this trainer's weights"
-                : "another trainer initialised the model moments ago: training starts from its "
-                  "weights");
+  LogInfo(DescribeInit(*init));
   return make();
 }
 

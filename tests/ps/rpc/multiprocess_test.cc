@@ -25,6 +25,8 @@ float Gradient(int client, int step, int64_t i) {
   return static_cast<float>(((client + 1) * (step + 3) + i) % 5 - 2);
 }
 
+constexpr int kShards = 2;
+
 float InitialWeight(int64_t i) { return static_cast<float>(i % 64) * 0.125f; }
 
 class MultiProcessTest : public ::testing::Test {
@@ -33,7 +35,7 @@ class MultiProcessTest : public ::testing::Test {
     // Every push applied on its own (not the default's averaging), so the
     // weights are exactly the initial ones minus lr times every gradient.
     auto shards = LocalShardCluster::Start(
-        2, {"--optimizer=sgd", "--lr=" + std::to_string(kLr), "--staleness_method=none"},
+        kShards, {"--optimizer=sgd", "--lr=" + std::to_string(kLr), "--staleness_method=none"},
         dir_.path());
     ASSERT_TRUE(shards.ok()) << shards.status();
     shards_ = *std::move(shards);
@@ -59,7 +61,7 @@ TEST_F(MultiProcessTest, ConcurrentPushesSumExactly) {
   std::vector<std::unique_ptr<Cluster>> clients;
   for (int c = 0; c < kClients; ++c) clients.push_back(Connect());
   // All clients race to initialise; exactly the first wins on each shard.
-  std::vector<absl::StatusOr<bool>> inits(kClients, false);
+  std::vector<absl::StatusOr<InitOutcome>> inits(kClients);
   {
     std::vector<std::thread> racers;
     for (int c = 0; c < kClients; ++c) {
@@ -67,7 +69,13 @@ TEST_F(MultiProcessTest, ConcurrentPushesSumExactly) {
     }
     for (auto& t : racers) t.join();
   }
-  for (auto& r : inits) ASSERT_TRUE(r.ok()) << r.status();
+  int wins = 0;
+  for (auto& r : inits) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->shards, kShards);
+    wins += r->shards_applied;
+  }
+  EXPECT_EQ(wins, kShards) << "each shard keeps exactly one racer's values";
 
   std::vector<absl::Status> errors(kClients);
   std::vector<int> duplicates(kClients, 0);
@@ -135,7 +143,9 @@ TEST_F(MultiProcessTest, NamedTensorsAndConditionalPulls) {
   auto cluster = Connect();
   const ModelLayout layout = Layout();
   std::vector<float> w0(layout.total_elements(), 1.0f);
-  ASSERT_TRUE(*cluster->Init(layout, w0));
+  absl::StatusOr<InitOutcome> init = cluster->Init(layout, w0);
+  ASSERT_TRUE(init.ok()) << init.status();
+  EXPECT_TRUE(init->everywhere());
   WeightSnapshot weights;
   ASSERT_TRUE(cluster->Pull(v1::DTYPE_BF16, &weights).ok());
   EXPECT_EQ(weights.partitions_received,

@@ -147,7 +147,11 @@ TEST(WatchMultiProcessTest, ShutdownEndsWatchesAtOnceAndTheSubscriptionFollowsAR
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));  // Not the 60 s grace.
 
   ASSERT_TRUE((*shards)->Restart(1).ok());
-  ASSERT_TRUE(trainer->Init(layout, w0).ok());  // The restarted shard starts empty.
+  // The restarted shard starts empty: only it keeps this second Init.
+  absl::StatusOr<InitOutcome> init = trainer->Init(layout, w0);
+  ASSERT_TRUE(init.ok()) << init.status();
+  EXPECT_EQ(init->shards_applied, 1);
+  EXPECT_FALSE(init->everywhere() || init->nowhere());
   WeightSnapshot w;
   ASSERT_TRUE(trainer->Pull(v1::DTYPE_FP32, &w).ok());
   std::vector<float> g(n);

@@ -31,7 +31,7 @@ TEST(ParameterBindingTest, LayoutAndWeightsRoundTripThroughTheParameterServer) {
   EXPECT_EQ(binding->layout().tensors().size(), params);  // One PS tensor per parameter.
   auto writer = Cluster::Connect((*shards)->addresses());
   ASSERT_TRUE(writer.ok());
-  ASSERT_TRUE(*(*writer)->Init(binding->layout(), binding->FlattenWeights()));
+  ASSERT_TRUE((*writer)->Init(binding->layout(), binding->FlattenWeights())->everywhere());
 
   // A reader with a differently seeded model of the same shape gets the
   // source's weights exactly (FP32 pull).
