@@ -357,6 +357,7 @@ absl::StatusOr<InitOutcome> Cluster::Impl::Init(const ModelLayout& layout,
       PartitionMap::Create(layout, static_cast<uint32_t>(shards_.size()));
   if (!map.ok()) return map.status();
   const v1::ModelLayout layout_proto = layout.ToProto();
+  const std::string init_id = NewPushId();  // Unique per call; kept by its retries.
   std::vector<char> applied(shards_.size(), 0);
   absl::Status s = ForEachShard([&](size_t i) {
     std::vector<ChunkSource> sources;
@@ -371,6 +372,7 @@ absl::StatusOr<InitOutcome> Cluster::Impl::Init(const ModelLayout& layout,
       *header.mutable_layout() = layout_proto;
       header.set_num_shards(static_cast<uint32_t>(shards_.size()));
       header.set_shard_index(static_cast<uint32_t>(i));
+      header.set_init_id(init_id);
       WriteChunks(writer.get(), std::move(header), sources, v1::DTYPE_FP32, options_.message_bytes);
       grpc::Status st = writer->Finish();
       applied[i] = st.ok() && reply.applied();

@@ -121,7 +121,8 @@ absl::Time UpdateWaitEnd(const grpc::ServerContext& context, absl::Duration aver
   return end;
 }
 
-constexpr size_t kMaxWorkerIdBytes = 128;  // parameter_server.proto, PushRequest.
+// PushRequest.worker_id and InitRequest.init_id (parameter_server.proto).
+constexpr size_t kMaxClientIdBytes = 128;
 
 constexpr char kPushWithoutFirstMessage[] =
     "push stream ended before its first message (it sent none, or one that does not parse as a "
@@ -200,13 +201,18 @@ grpc::Status ParameterServerService::Init(grpc::ServerContext* context,
                         header.shard_index(), header.num_shards(), opts.shard_index,
                         opts.num_shards));
   }
+  if (header.init_id().size() > kMaxClientIdBytes) {
+    return InvalidArgument(absl::StrFormat("init_id has %d bytes, more than %d",
+                                           header.init_id().size(), kMaxClientIdBytes));
+  }
+  const std::string init_id = header.init_id();
   response->set_layout_fingerprint(layout->fingerprint());
   // A losing racer learns the outcome, and a different model its refusal,
-  // before sending its values.
+  // before sending its values; a retry of the Init that won learns it won.
   absl::StatusOr<bool> takes = store_->TakesInit(*layout);
   if (!takes.ok()) return ToGrpcStatus(takes.status());
   if (!*takes) {
-    response->set_applied(false);
+    response->set_applied(store_->KeptInit(init_id));
     return grpc::Status::OK;
   }
   // Not initialised: the header's layout is the only one there is, so it
@@ -222,9 +228,9 @@ grpc::Status ParameterServerService::Init(grpc::ServerContext* context,
       !s.ok()) {
     return s;
   }
-  absl::StatusOr<bool> applied = store_->Init(*layout, ranges);
+  absl::StatusOr<bool> applied = store_->Init(*layout, ranges, init_id);
   if (!applied.ok()) return ToGrpcStatus(applied.status());
-  response->set_applied(*applied);
+  response->set_applied(*applied || store_->KeptInit(init_id));
   if (*applied) updates_.Notify();
   return grpc::Status::OK;
 }
@@ -414,9 +420,9 @@ grpc::Status ParameterServerService::ServePush(grpc::ServerContext* context,
   const StreamLimits limits = LimitsFor("push", PushPayloadBound(dtype, announced_elements, runs),
                                         "its first message announced", runs);
   const std::string push_id = header.push_id();
-  if (header.worker_id().size() > kMaxWorkerIdBytes) {
+  if (header.worker_id().size() > kMaxClientIdBytes) {
     return InvalidArgument(absl::StrFormat("push's worker_id has %d bytes, more than %d",
-                                           header.worker_id().size(), kMaxWorkerIdBytes));
+                                           header.worker_id().size(), kMaxClientIdBytes));
   }
   // Payloads are copied out of gRPC's buffers as each message arrives, and
   // applied only after the stream ended normally (parameter_server.proto).
@@ -518,9 +524,9 @@ grpc::Status ParameterServerService::Stats(grpc::ServerContext*, const v1::Stats
 namespace {
 
 grpc::Status CheckWorkerId(const char* what, const std::string& worker_id) {
-  if (worker_id.empty() || worker_id.size() > kMaxWorkerIdBytes) {
+  if (worker_id.empty() || worker_id.size() > kMaxClientIdBytes) {
     return InvalidArgument(absl::StrFormat("%s names a worker_id of %d bytes: want 1 to %d", what,
-                                           worker_id.size(), kMaxWorkerIdBytes));
+                                           worker_id.size(), kMaxClientIdBytes));
   }
   return grpc::Status::OK;
 }

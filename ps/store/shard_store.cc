@@ -327,7 +327,8 @@ absl::Status ShardStore::ValidateRanges(const std::vector<PayloadRange>& ranges,
 }
 
 absl::StatusOr<bool> ShardStore::Init(const ModelLayout& layout,
-                                      const std::vector<PayloadRange>& values) {
+                                      const std::vector<PayloadRange>& values,
+                                      absl::string_view init_id) {
   absl::MutexLock lock(&init_mu_);
   if (absl::StatusOr<bool> takes = TakesInit(layout); !takes.ok() || !*takes) return takes;
   absl::StatusOr<PartitionMap> map = PartitionMap::Create(layout, options_.num_shards);
@@ -349,8 +350,14 @@ absl::StatusOr<bool> ShardStore::Init(const ModelLayout& layout,
     DecodeToFp32(v1::DTYPE_FP32, r.bytes, r.bytes.size() / 4, p.weights.data() + r.offset)
         .IgnoreError();  // Sizes were validated.
   }
+  kept_init_id_ = std::string(init_id);
   Publish(layout, *std::move(map), std::move(partitions));
   return true;
+}
+
+bool ShardStore::KeptInit(absl::string_view init_id) const {
+  absl::MutexLock lock(&init_mu_);
+  return !init_id.empty() && initialized() && init_id == kept_init_id_;
 }
 
 absl::StatusOr<bool> ShardStore::TakesInit(const ModelLayout& layout) const {

@@ -100,7 +100,12 @@ class ShardStore : private UpdateTarget {
   // Takes the initial FP32 values of every partition this shard owns. Returns
   // true if applied, false if the same layout was already initialised (these
   // values are ignored); FAILED_PRECONDITION for a different layout.
-  absl::StatusOr<bool> Init(const ModelLayout& layout, const std::vector<PayloadRange>& values);
+  // `init_id` (the client's, may be empty) is kept with the values applied.
+  absl::StatusOr<bool> Init(const ModelLayout& layout, const std::vector<PayloadRange>& values,
+                            absl::string_view init_id = {});
+  // True if this shard's values came from an Init with this non-empty
+  // init_id: a client's retry of an Init that landed learns it was kept.
+  bool KeptInit(absl::string_view init_id) const;
   // What Init(layout, ...) would answer before its values are looked at:
   // true if it would be applied, false if this layout is already initialised,
   // FAILED_PRECONDITION if a different one is. Lets a stream be refused
@@ -245,8 +250,9 @@ class ShardStore : private UpdateTarget {
   const Optimizer optimizer_;
   const StalenessConfig staleness_;
 
-  absl::Mutex init_mu_;
+  mutable absl::Mutex init_mu_;
   std::atomic<bool> initialized_{false};
+  std::string kept_init_id_ ABSL_GUARDED_BY(init_mu_);  // Empty after a restore.
   ModelLayout layout_;
   PartitionMap map_;
   std::vector<std::unique_ptr<PartitionState>> partitions_;  // By id; null if not owned.

@@ -47,9 +47,11 @@ class PsServiceTest : public ::testing::Test {
   }
   void TearDown() override { server_->Shutdown(); }
 
-  grpc::Status SendInit(const v1::InitRequest& header, const std::vector<v1::InitRequest>& rest) {
+  grpc::Status SendInit(const v1::InitRequest& header, const std::vector<v1::InitRequest>& rest,
+                        v1::InitResponse* out = nullptr) {
     grpc::ClientContext ctx;
-    v1::InitResponse reply;
+    v1::InitResponse ignored;
+    v1::InitResponse& reply = out != nullptr ? *out : ignored;
     auto writer = stub_->Init(&ctx, &reply);
     writer->Write(header);
     for (const auto& m : rest) writer->Write(m);
@@ -210,6 +212,33 @@ TEST_F(PsServiceTest, BadInitsAreRefused) {
   other.mutable_layout()->mutable_tensors(1)->set_shape(0, 11);
   ExpectStatus(SendInit(other, {}), grpc::StatusCode::FAILED_PRECONDITION, "different model");
   ExpectUntouched();
+}
+
+// A client whose Init landed but whose reply was lost retries it with the
+// same init_id and learns that its values were kept; any other Init of the
+// same layout is told they were not, and changes nothing.
+TEST_F(PsServiceTest, AnInitRetryLearnsThatItsFirstAttemptLanded) {
+  auto init = [&](const std::string& id, float value) {
+    v1::InitRequest h = InitHeader();
+    h.set_init_id(id);
+    for (uint32_t p : own_) AddChunk(h.mutable_chunks(), p, 0, Fill(p, value), v1::DTYPE_FP32);
+    v1::InitResponse reply;
+    grpc::Status s = SendInit(h, {}, &reply);
+    EXPECT_TRUE(s.ok()) << id << ": " << s.error_message();
+    return reply.applied();
+  };
+  v1::InitRequest long_id = InitHeader();
+  long_id.set_init_id(std::string(129, 'x'));
+  ExpectStatus(SendInit(long_id, {}), grpc::StatusCode::INVALID_ARGUMENT,
+               "init_id has 129 bytes, more than 128");
+  EXPECT_FALSE(store_->initialized());
+
+  EXPECT_TRUE(init("client-a-1", 1.0f));
+  EXPECT_TRUE(init("client-a-1", 2.0f));  // The retry: told it was kept.
+  EXPECT_FALSE(init("client-b-1", 3.0f));
+  EXPECT_FALSE(init("", 4.0f));
+  ExpectStatus(SendInit(long_id, {}), grpc::StatusCode::INVALID_ARGUMENT, "init_id");
+  ExpectUntouched();  // The first attempt's values, 1.0.
 }
 
 TEST_F(PsServiceTest, BadPushesAreRefusedAndChangeNothing) {
