@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <csignal>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -134,7 +135,8 @@ TEST(PythonClientTest, TheFineTuningExampleInitialisesAndTrainsTheShards) {
 
 // Python's init cuts the model into the shards' partitions (3 shards, big
 // and small tensors), what C++ pulls is what Python set, a second init of
-// the same layout is not applied, and another model is refused.
+// the same layout is not applied, and another model is refused. After a
+// shard restarts empty, init is kept there alone and says so.
 TEST(PythonClientTest, InitialisesShardsAsTheCppClientWould) {
   TempDir dir;
   auto shards = LocalShardCluster::Start(3, {"--optimizer=sgd", "--lr=0.5"}, dir.path());
@@ -154,6 +156,15 @@ TEST(PythonClientTest, InitialisesShardsAsTheCppClientWould) {
   for (int64_t i = 0; i < want.total_elements(); ++i) {
     ASSERT_EQ(w.values[i], Initial(i)) << "element " << i;
   }
+
+  (*shards)->shard(1).Signal(SIGTERM);
+  auto exited = (*shards)->shard(1).Wait(absl::Seconds(30));
+  ASSERT_TRUE(exited.ok()) << exited.status();
+  ASSERT_TRUE((*shards)->Restart(1).ok());
+  const int split = RunPython({SPOTPS_SOURCE_DIR "/tests/client/python_init_check.py",
+                               "--ps=" + (*shards)->addresses(), "--after_restart"},
+                              log);
+  ASSERT_EQ(split, 0) << ReadLog(log);
 }
 
 // The Python client against a shard under mutual TLS with role tokens

@@ -4,11 +4,13 @@ starts them and checks the values from C++ afterwards).
 
 Checks: init applies on fresh shards and the layout and partitions become
 known (init itself compares its partition map with the shards'); a pull
-returns the values; a second init of the same layout answers False and
-changes nothing; another model is refused with FAILED_PRECONDITION; bad
-tensors are refused before anything is sent. Exits 0 when all held.
+returns the values; a second init of the same layout is applied nowhere
+and changes nothing; another model is refused with FAILED_PRECONDITION; bad
+tensors are refused before anything is sent. With --after_restart (the
+test restarted one shard empty) init is kept on that shard alone, and the
+outcome says so. Exits 0 when all held.
 
-Usage: python_init_check.py --ps=HOST:PORT,...
+Usage: python_init_check.py --ps=HOST:PORT,... [--after_restart]
 """
 
 import argparse
@@ -43,6 +45,7 @@ def expect_error(fn, exception, what):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--ps", required=True)
+    parser.add_argument("--after_restart", action="store_true")
     args = parser.parse_args()
     cluster = spotps.Cluster(args.ps, deadline_s=30, attempts=4)
 
@@ -56,13 +59,24 @@ def main():
         tensors.append((name, torch.from_numpy(values.copy()) if i == 1 else values))
         offset += size
 
+    if args.after_restart:
+        split = cluster.init(tensors)
+        check(split.shards == 3 and split.shards_applied == 1, f"after a restart: {split}")
+        check(not split.everywhere and not split.nowhere, f"after a restart: {split}")
+        check(np.array_equal(cluster.pull("fp32").flat, w0), "the split init's weights differ")
+        print("python init after a restart: all checks passed")
+        cluster.close()
+        return 0
+
     expect_error(lambda: cluster.init([("a", np.zeros((2, 0)))]), ValueError, "empty dim")
     expect_error(lambda: cluster.init([("a", np.full(3, np.nan))]), ValueError, "NaN")
     expect_error(lambda: cluster.init([("a", np.zeros(3)), ("a", np.zeros(2))]), ValueError,
                  "repeated name")
     check(cluster.layout is None, "a refused init made the layout known")
 
-    check(cluster.init(tensors) is True, "the first init was not applied")
+    first = cluster.init(tensors)
+    check(first.everywhere and first.shards == 3 and first.shards_applied == 3,
+          f"the first init was not applied everywhere: {first}")
     check([(t.name, t.shape) for t in cluster.layout] == LAYOUT, f"layout {cluster.layout}")
     check(len(cluster.partitions) > 3, f"only {len(cluster.partitions)} partitions")
     check({p.shard for p in cluster.partitions} == {0, 1, 2}, "a shard holds no partition")
@@ -70,7 +84,9 @@ def main():
     check(np.array_equal(pulled.flat, w0), "a pull differs from the values init set")
 
     again = [(name, np.zeros(shape, dtype=np.float32)) for name, shape in LAYOUT]
-    check(cluster.init(again) is False, "a second init of the same layout was applied")
+    second = cluster.init(again)
+    check(second.nowhere and second.shards == 3 and not second.everywhere,
+          f"a second init of the same layout was applied: {second}")
     check(np.array_equal(cluster.pull("fp32").flat, w0), "a second init changed the weights")
 
     e = expect_error(lambda: cluster.init([("other", np.zeros((4, 4), dtype=np.float32))]),

@@ -8,7 +8,8 @@ plain PyTorch GPT-2 on the exported weights:
    in Hugging Face's names (Conv1D weights [in, out]), is imported into a
    fresh shard (spotps-ctl import) and exported again: bit-exact in FP32,
    rounded to nearest even in BF16; a second import and broken files are
-   refused, and change nothing.
+   refused, and change nothing; an import that reaches only a shard that
+   restarted empty says so.
 2. spotps-trainer --init_from=FILE on another fresh shard starts from the
    file's weights (SGD with lr 1e-30 leaves them bit-exact after its steps).
 3. After a few training steps on the first shard, its export is loaded into
@@ -101,12 +102,12 @@ def pretrained(seed):
     return tensors
 
 
-def start_shard(name, *flags):
+def start_shard(name, *flags, index=0, count=1):
     port_file = os.path.join(scratch, name + ".port")
     log = open(os.path.join(scratch, name + ".log"), "w")
     p = subprocess.Popen([os.path.join(BIN, "spotps-ps"), "--listen=127.0.0.1:0",
-                          "--port_file=" + port_file, "--shard_index=0", "--num_shards=1",
-                          *flags], stdout=log, stderr=subprocess.STDOUT)
+                          "--port_file=" + port_file, f"--shard_index={index}",
+                          f"--num_shards={count}", *flags], stdout=log, stderr=subprocess.STDOUT)
     children.append(p)
     for _ in range(600):
         if os.path.exists(port_file):
@@ -223,6 +224,23 @@ def main():
     if read_file(exported)[0]["transformer.wte.weight"].tobytes() != \
             expected["transformer.wte.weight"].tobytes():
         fail("a refused import changed the weights")
+
+    # A shard that restarted empty beside one that holds the model: the
+    # import fills it, and says it reached 1 of 2 shards.
+    first = start_shard("pair-0", index=0, count=2)
+    second = start_shard("pair-1", index=1, count=2)
+    run("spotps-ctl", f"--ps={first},{second}", "import", "--in=" + source)
+    children[-1].kill()
+    children[-1].wait()
+    second = start_shard("pair-1-restarted", index=1, count=2)
+    out = run("spotps-ctl", f"--ps={first},{second}", "import", "--in=" + source, expect=1)
+    if "imported into 1 of 2 shards" not in out:
+        fail("partial import: " + out)
+    pair = os.path.join(scratch, "pair.safetensors")
+    run("spotps-ctl", f"--ps={first},{second}", "export", "--out=" + pair)
+    if any(read_file(pair)[0][n].tobytes() != v.tobytes() for n, v in expected.items()):
+        fail("after the partial import the pair does not hold the file's weights")
+    print("ok: a partial import is refused and names its shards")
 
     # 2. The trainer starts from the file.
     corpus = os.path.join(scratch, "corpus.txt")

@@ -48,12 +48,17 @@ def main():
     except spotps.SpotpsError as e:
         if e.code != grpc.StatusCode.FAILED_PRECONDITION or "not initialised" not in str(e):
             raise
-        applied = cluster.init([
+        outcome = cluster.init([
             ("head.weight", torch.zeros(args.classes, args.features)),
             ("head.bias", torch.zeros(args.classes)),
         ])
-        print("initialised a new head on the shards" if applied
-              else "another client initialised the head moments ago", flush=True)
+        if outcome.everywhere:
+            print("initialised a new head on the shards", flush=True)
+        elif outcome.nowhere:
+            print("another client initialised the head moments ago", flush=True)
+        else:
+            print(f"initialised {outcome.shards_applied} of {outcome.shards} shards with a new "
+                  "head; another client initialised the others moments ago", flush=True)
     specs = {t.name: t for t in cluster.layout}
     if set(specs) != {"head.weight", "head.bias"}:
         names = ", ".join(list(specs)[:3])

@@ -10,13 +10,13 @@ The wire protocol's stubs (spotps.v1) are generated at build time by protoc
 into the build tree (build/python), next to a copy of this package.
 """
 
-from spotps.cluster import (NO_VERSION, Cluster, PushResult, Snapshot, SpotpsError,
-                            TensorSpec)
+from spotps.cluster import (NO_VERSION, Cluster, InitOutcome, PushResult, Snapshot,
+                            SpotpsError, TensorSpec)
 from spotps.codec import BF16, FP32
 from spotps.security import ChannelSecurity
 from spotps.subscription import WeightSubscription
 
 __all__ = [
-    "BF16", "FP32", "ChannelSecurity", "NO_VERSION", "Cluster", "PushResult", "Snapshot", "SpotpsError",
-    "TensorSpec", "WeightSubscription",
+    "BF16", "FP32", "ChannelSecurity", "NO_VERSION", "Cluster", "InitOutcome", "PushResult",
+    "Snapshot", "SpotpsError", "TensorSpec", "WeightSubscription",
 ]

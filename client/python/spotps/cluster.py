@@ -128,6 +128,26 @@ class Snapshot:
         return other
 
 
+class InitOutcome:
+    """What init did: of `shards` shards, `shards_applied` kept this call's
+    values. Two clients that race can split the shards between them."""
+
+    def __init__(self, shards, shards_applied):
+        self.shards = shards
+        self.shards_applied = shards_applied
+
+    @property
+    def everywhere(self):
+        return self.shards_applied == self.shards
+
+    @property
+    def nowhere(self):
+        return self.shards_applied == 0
+
+    def __repr__(self):
+        return f"InitOutcome(shards={self.shards}, shards_applied={self.shards_applied})"
+
+
 class PushResult:
     def __init__(self):
         self.duplicate = True  # Every shard had already applied this push id.
@@ -329,10 +349,12 @@ class Cluster:
         (name, numpy array or torch tensor) in the model's order (a dict keeps
         its order too). The values become FP32 master weights.
 
-        Each shard keeps the first valid init: returns True if these values
-        were applied everywhere, False if the shards already held this very
-        layout (someone else's values stay). A different model on the shards
-        is FAILED_PRECONDITION naming both. Afterwards the layout is known.
+        Each shard keeps the first valid init: returns an InitOutcome saying
+        on how many shards these values were kept (`everywhere`, `nowhere`,
+        or a split with another client that raced; on the other shards the
+        other client's values of this very layout stay). A different model on
+        the shards is FAILED_PRECONDITION naming both. Afterwards the layout
+        is known.
         """
         items = list(tensors.items()) if isinstance(tensors, dict) else list(tensors)
         if not items:
@@ -353,11 +375,13 @@ class Cluster:
             flats.append(flat)
         flat = np.concatenate(flats)
         partitions = partition_map(flat.size, self.num_shards)
+        init_id = self.new_push_id()  # A retry of an init that landed is told so.
 
         def init_shard(i):
             sources = [(p.id, 0, flat[p.flat_begin:p.flat_begin + p.num_elements], 0)
                        for p in partitions if p.shard == i]
-            header = pb.InitRequest(layout=layout, num_shards=self.num_shards, shard_index=i)
+            header = pb.InitRequest(layout=layout, num_shards=self.num_shards, shard_index=i,
+                                    init_id=init_id)
             return self._call(i, "Init", lambda t: self._stubs[i].Init(
                 self._chunk_messages(header, pb.DTYPE_FP32, sources), timeout=t))
 
@@ -367,7 +391,7 @@ class Cluster:
                 [(p.id, p.num_elements, p.shard) for p in partitions]:
             raise SpotpsError(grpc.StatusCode.INTERNAL,
                               "init: the shards cut the model differently from this client")
-        return all(r.applied for r in replies)
+        return InitOutcome(len(replies), sum(1 for r in replies if r.applied))
 
     def partitions_of_shard(self, shard):
         return [p.id for p in self.partitions if p.shard == shard]
