@@ -85,8 +85,12 @@ std::string DescribeStaleness(const StalenessConfig& config) {
   if (config.average) {
     const std::string k =
         config.average_pushes > 0 ? absl::StrCat(config.average_pushes) : std::string("live");
-    absl::StrAppend(&out, "+avg(k=", k, ",wait=", config.average_wait_ms, "ms",
-                    config.share_of_k ? ",sum/k)" : ")");
+    // Local rounds wait at least a quarter of a round (ParameterServerService's
+    // AveragingWait), which a start line should not hide behind 1000ms.
+    const std::string wait = config.share_of_k
+                                 ? absl::StrCat("max(", config.average_wait_ms, "ms,round/4)")
+                                 : absl::StrCat(config.average_wait_ms, "ms");
+    absl::StrAppend(&out, "+avg(k=", k, ",wait=", wait, config.share_of_k ? ",sum/k)" : ")");
     if (config.fresh) absl::StrAppend(&out, "+fresh");
   }
   if (config.worker_warmup) {

@@ -103,6 +103,12 @@ std::string ShardsText(const StatusReport& r) {
                                      absl::UTCTimeZone()),
                     ": ", s.last_checkpoint_error(), "\n");
   }
+  for (size_t i = 0; i < r.shards.size(); ++i) {
+    const v1::StatsResponse& s = r.shards[i];
+    if (s.average_target() == 0) continue;  // The shard does not average.
+    absl::StrAppendFormat(&out, "averaging: shard %d target=%d live_pushers=%d wait_ms=%d\n", i,
+                          s.average_target(), s.live_pushers(), s.average_wait_ms());
+  }
   for (const std::string& w : r.warnings) absl::StrAppend(&out, "warning: ", w, "\n");
   return out;
 }
@@ -205,6 +211,9 @@ JsonValue ShardJson(size_t index, const std::string& address, const v1::StatsRes
       {"last_checkpoint_id", s.last_checkpoint_id()},
       {"last_checkpoint_error", s.last_checkpoint_error()},
       {"last_checkpoint_error_unix_ms", s.last_checkpoint_error_unix_ms()},
+      {"live_pushers", s.live_pushers()},
+      {"average_target", s.average_target()},
+      {"average_wait_ms", s.average_wait_ms()},
   };
 }
 

@@ -39,6 +39,9 @@ TEST(StalenessMethodTest, ParsesJoinedSpecsAndRefusesBadOnes) {
     EXPECT_TRUE(c.average && c.fresh) << fresh;
     EXPECT_EQ(DescribeStaleness(c), "none+avg(k=live,wait=1000ms)+fresh") << fresh;
   }
+  c.share_of_k = true;  // Local rounds say that they wait for a share of a round.
+  EXPECT_EQ(DescribeStaleness(c), "none+avg(k=live,wait=max(1000ms,round/4),sum/k)+fresh");
+  c.share_of_k = false;
   ASSERT_TRUE(ParseStalenessSpec("momentum", &c).ok());
   EXPECT_EQ(c.method, StalenessMethod::kMomentum);
   EXPECT_FALSE(c.average);
