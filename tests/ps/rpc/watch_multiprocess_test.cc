@@ -95,9 +95,14 @@ TEST(WatchMultiProcessTest, ASubscriberSeesEverySyncRoundWholeAndInOrder) {
     ASSERT_TRUE(pushed.ok()) << pushed.status();
     ASSERT_TRUE(
         coordinator->Commit(worker, grant->unit().epoch(), grant->unit().index(), push_id).ok());
-    // Rounds come no faster than a serving replica is promised to follow
-    // (several min_intervals apart); the test does not wait for it.
-    absl::SleepFor(absl::Milliseconds(400));
+    // A replica may skip rounds that come faster than it follows (it
+    // publishes the newest); this test wants each one, so it waits for it.
+    absl::MutexLock lock(&mu);
+    const auto seen = [&] {
+      return !seen_rounds.empty() && seen_rounds.back() >= static_cast<uint64_t>(round);
+    };
+    ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(&seen), absl::Seconds(20)))
+        << "the replica did not see round " << round;
   }
   const absl::Time give_up = absl::Now() + absl::Seconds(20);
   while (absl::Now() < give_up) {
