@@ -55,6 +55,9 @@ ABSL_FLAG(int64_t, seq_len, 128, "Tokens per sequence.");
 ABSL_FLAG(int, threads, 1, "Compute threads per trainer.");
 ABSL_FLAG(std::string, consistency, "async",
           "The shards' --consistency (async is the default mode, fresh averaging).");
+ABSL_FLAG(std::string, staleness_method, "",
+          "The shards' --staleness_method; empty: the mode's own (with local:H, delayed runs "
+          "asynchronous local steps).");
 ABSL_FLAG(double, preempt_every_s, 30, "Seconds between preemptions.");
 ABSL_FLAG(double, notice_share, 0.5, "Share of preemptions that come with a notice.");
 ABSL_FLAG(double, notice_window_s, 10,
@@ -132,6 +135,9 @@ testing::JobOptions OptionsFromFlags() {
   o.trainer_flags = {absl::StrCat("--threads=", absl::GetFlag(FLAGS_threads))};
   o.shard_flags = {absl::StrCat("--worker_lease_s=", absl::GetFlag(FLAGS_worker_lease_s)),
                    absl::StrCat("--unit_lease_s=", absl::GetFlag(FLAGS_unit_lease_s))};
+  if (!absl::GetFlag(FLAGS_staleness_method).empty()) {
+    o.shard_flags.push_back("--staleness_method=" + absl::GetFlag(FLAGS_staleness_method));
+  }
   return o;
 }
 
