@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <limits>
 #include <random>
 #include <thread>
 
@@ -172,8 +173,13 @@ TEST_F(GradientStreamTest, AnAnnouncedStreamThatBreaksStopsItsClientCounting) {
   const WeightSnapshot base = shards.PullAll();
   const PartitionMap& map = shards.cluster().partition_map();
   auto live = [&shards] {
+    absl::StatusOr<std::vector<v1::StatsResponse>> stats = shards.cluster().Stats();
+    if (!stats.ok()) {
+      ADD_FAILURE() << stats.status();
+      return std::numeric_limits<uint32_t>::max();  // Neither count the test waits for.
+    }
     uint32_t n = 0;
-    for (const v1::StatsResponse& s : *shards.cluster().Stats()) n += s.live_pushers();
+    for (const v1::StatsResponse& s : *stats) n += s.live_pushers();
     return n;
   };
   ASSERT_TRUE(shards.cluster().Push(g, base.versions, v1::DTYPE_FP32, "counted-1").ok());
