@@ -120,7 +120,12 @@ void AveragedUpdates::ApplyAverage(PushAverage::Batch batch) {
                                  GradientView{v1::DTYPE_FP32, mean.data() + run.begin, share}});
     }
     // The update's base: the contributions' mean base version.
-    target_.UpdatePartition(id, (batch.base_sum[id] + count / 2) / count, runs, plan);
+    target_.UpdatePartition(id, (batch.base_sum[id] + count / 2) / count, runs,
+                            [&plan, share](uint64_t staleness) {
+                              StalenessStep how = plan(staleness);
+                              how.round_share = share;
+                              return how;
+                            });
   });
   target_.CountApplied(batch.push_ids.size());
 }

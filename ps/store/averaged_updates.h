@@ -34,7 +34,8 @@ class AveragedUpdates : public ApplyOnArrival {
                     const std::vector<PayloadRange>& ranges, float scale) override
       ABSL_SHARED_LOCKS_REQUIRED(whole_push_mu_);
   // The factor an update holding `count` of its `k` pushes applies their
-  // mean with: 1 here (LocalRounds, local_rounds.h, has its own).
+  // mean with, and the share of a round its momentum steps by: 1 here
+  // (LocalRounds, local_rounds.h, has its own).
   virtual float ShareOfK(uint32_t count, size_t k) const;
 
  private:

@@ -11,7 +11,9 @@ namespace spotps {
 // averaged like "fresh" pushes. An update that holds fewer pushes than the
 // k it waited for applies their sum / k rather than their mean, so a
 // trainer whose round ended apart from the others' moves the weights by
-// its 1/k share of a round, as it would inside the round's mean.
+// its 1/k share of a round, as it would inside the round's mean; the outer
+// SGD momentum steps by that share too, so a round split into several
+// updates carries the momentum about as far as one.
 class LocalRounds : public AveragedUpdates {
  public:
   using AveragedUpdates::AveragedUpdates;

@@ -107,6 +107,31 @@ inline void SgdKernel(float* __restrict w, float* __restrict buf, Grad g, int64_
   }
 }
 
+// A share s < 1 of a round (an update that holds some of the k pushes it
+// waited for, local_rounds.h): its momentum steps by that share, so that
+// the updates a round splits into carry the buffer about as far as one
+// whole round would. The carried term (mu * buf, Nesterov's mu^2 * buf)
+// takes s of itself, and the buffer decays by 1 - s (1 - mu) instead of
+// mu; s = 1 is torch's step. Without it each piece of a split round would
+// add the whole carried term again (a round in two halves: ~1.7x as far
+// at mu = 0.9).
+template <typename Grad>
+inline void SgdShareKernel(float* __restrict w, float* __restrict buf, Grad g, int64_t n,
+                           const SgdStep& s, float share) {
+  const float carry = share * s.momentum;
+  const float decay = 1.0f - share * (1.0f - s.momentum);
+  for (int64_t i = 0; i < n; ++i) {
+    float d = g[i];
+    if (s.weight_decay != 0.0f) d = std::fma(w[i], s.weight_decay, d);
+    const float old = s.first ? 0.0f : buf[i];
+    const float fresh = s.first ? d : d * s.one_minus_dampening;
+    buf[i] = std::fma(old, decay, fresh);
+    const float step = std::fma(old, carry, s.nesterov ? d : fresh);
+    d = s.nesterov ? std::fma(step, s.momentum, d) : step;
+    w[i] = std::fma(d, -s.lr, w[i]);
+  }
+}
+
 // Delayed Nesterov: w moves by lr * d at once; the buffer steps only when
 // `apply`, with every d since its last step (the deferred sum), and adds
 // its Nesterov term then. k updates of which the last applies move w by
@@ -157,6 +182,15 @@ SPOTPS_ISA_CLONES void SgdFp32(float* w, float* buf, const char* g, float scale,
 SPOTPS_ISA_CLONES void SgdBf16(float* w, float* buf, const char* g, float scale, int64_t n,
                                 const SgdStep& s) {
   SgdKernel(w, buf, Bf16Grad{g, scale}, n, s);
+}
+
+SPOTPS_ISA_CLONES void SgdShareFp32(float* w, float* buf, const char* g, float scale, int64_t n,
+                                    const SgdStep& s, float share) {
+  SgdShareKernel(w, buf, Fp32Grad{g, scale}, n, s, share);
+}
+SPOTPS_ISA_CLONES void SgdShareBf16(float* w, float* buf, const char* g, float scale, int64_t n,
+                                    const SgdStep& s, float share) {
+  SgdShareKernel(w, buf, Bf16Grad{g, scale}, n, s, share);
 }
 
 SPOTPS_ISA_CLONES void DelayedNesterovFp32(float* w, float* buf, float* deferred, const char* g,
@@ -221,8 +255,8 @@ int Optimizer::state_slots() const {
 }
 
 void Optimizer::Apply(float* params, float* const* state, const GradientView& grad, int64_t n,
-                      float lr, uint64_t step, float compensation, float beta1,
-                      MomentumPhase phase) const {
+                      float lr, uint64_t step, float compensation, float beta1, MomentumPhase phase,
+                      float round_share) const {
   const bool bf16 = grad.dtype == v1::DTYPE_BF16;
   const OptimizerConfig& c = config_;
   if (c.kind == OptimizerKind::kAdamW) {
@@ -269,6 +303,15 @@ void Optimizer::Apply(float* params, float* const* state, const GradientView& gr
       DelayedNesterovBf16(params, buf, state[1], g, grad.scale, n, s, apply);
     } else {
       DelayedNesterovFp32(params, buf, state[1], g, grad.scale, n, s, apply);
+    }
+    return;
+  }
+  if (buf != nullptr && round_share < 1.0f) {
+    const char* g = static_cast<const char*>(grad.data);
+    if (bf16) {
+      SgdShareBf16(params, buf, g, grad.scale, n, s, round_share);
+    } else {
+      SgdShareFp32(params, buf, g, grad.scale, n, s, round_share);
     }
     return;
   }

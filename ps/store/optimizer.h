@@ -79,10 +79,12 @@ class Optimizer {
   // (AdamW's beta1, bias correction included, or SGD's momentum once its
   // buffer exists; staleness_method.h's kMomentum). `phase`: with
   // delayed_momentum, kDefer or kApplyDeferred (kEveryUpdate is taken as
-  // kApplyDeferred); ignored otherwise.
+  // kApplyDeferred); ignored otherwise. `round_share` < 1 (SGD with
+  // momentum): the update is that share of a round, and steps the momentum
+  // by that share only (optimizer.cc's SgdShareKernel says how).
   void Apply(float* params, float* const* state, const GradientView& grad, int64_t n, float lr,
              uint64_t step, float compensation = 0.0f, float beta1 = -1.0f,
-             MomentumPhase phase = MomentumPhase::kEveryUpdate) const;
+             MomentumPhase phase = MomentumPhase::kEveryUpdate, float round_share = 1.0f) const;
 
   const OptimizerConfig& config() const { return config_; }
 

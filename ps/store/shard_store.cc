@@ -571,7 +571,7 @@ PartitionUpdate ShardStore::UpdatePartition(
     for (size_t s = 0; s < p.state.size(); ++s) state[s] = p.state[s].data() + run.offset;
     optimizer_.Apply(p.weights.data() + run.offset, state, run.gradient, run.n,
                      static_cast<float>(how.lr), p.version, how.compensation, how.beta1,
-                     how.momentum_phase);
+                     how.momentum_phase, how.round_share);
   }
   return update;
 }

@@ -95,13 +95,14 @@ struct AsyncView {
 
 // How one update is applied: the step size, the factor the optimizer
 // multiplies its delay compensation by (0: none), AdamW's beta1 for this
-// update (negative: the configured one) and, under delayed Nesterov,
-// whether the momentum steps with this update.
+// update (negative: the configured one), under delayed Nesterov whether
+// the momentum steps with this update, and the share of a round it is.
 struct StalenessStep {
   double lr = 0;
   float compensation = 0.0f;
   float beta1 = -1.0f;
   MomentumPhase momentum_phase = MomentumPhase::kEveryUpdate;
+  float round_share = 1.0f;  // Optimizer::Apply's: local rounds' short updates.
 };
 StalenessStep PlanStalenessStep(const StalenessConfig& config, double lr, uint64_t staleness);
 StalenessStep PlanStalenessStep(const StalenessConfig& config, double lr, float beta1,

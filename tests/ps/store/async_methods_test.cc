@@ -163,6 +163,42 @@ TEST(AveragedPushesTest, ShareOfKAppliesAShortUpdatesSumOverK) {
   EXPECT_FLOAT_EQ(Weights(*store)[1], w[1] - 0.5f * 2.0f);
 }
 
+// Local mode with Nesterov momentum (its default outer optimizer): rounds
+// whose two pushes arrive apart, each applied alone as its 1/2 share, move
+// the weights about as far as rounds averaged whole do, because each short
+// update steps the momentum by its share only. Stepping it fully each time
+// moved them ~1.7x as far, so that churn, which splits rounds, overshot.
+TEST(AveragedPushesTest, ShareOfKStepsTheMomentumByItsShare) {
+  ShardOptions o = Sgd(0.05);
+  o.optimizer.momentum = 0.9f;
+  o.optimizer.nesterov = true;
+  o.staleness.average = true;
+  o.staleness.share_of_k = true;
+  auto whole = Store(o);
+  auto split = Store(o);
+  whole->SetLiveWorkers(2);
+  split->SetLiveWorkers(2);
+  constexpr int kRounds = 30;
+  for (int round = 0; round < kRounds; ++round) {
+    const std::string a = absl::StrCat("a", round), b = absl::StrCat("b", round);
+    const uint64_t version = static_cast<uint64_t>(round);
+    ASSERT_TRUE(PushScaled(*whole, a, 1.0f, version).ok());
+    ASSERT_TRUE(PushScaled(*whole, b, 1.0f, version).ok());
+    ASSERT_TRUE(PushScaled(*split, a, 1.0f, 2 * version).ok());
+    EXPECT_TRUE(split->ApplyHeldOlderThan(absl::ZeroDuration()));
+    ASSERT_TRUE(PushScaled(*split, b, 1.0f, 2 * version).ok());
+    EXPECT_TRUE(split->ApplyHeldOlderThan(absl::ZeroDuration()));
+  }
+  ASSERT_EQ(*whole->Version(0), static_cast<uint64_t>(kRounds));
+  ASSERT_EQ(*split->Version(0), static_cast<uint64_t>(2 * kRounds));
+  const std::vector<float> w = Weights(*whole), s = Weights(*split);
+  for (int64_t i = 0; i < kN; ++i) {
+    const float moved = 1.0f - w[i];
+    ASSERT_GT(moved, 0.0f);
+    EXPECT_NEAR(1.0f - s[i], moved, 0.03f * moved) << "element " << i;
+  }
+}
+
 // "fresh" builds on the update numbers: a push learns which averaged update
 // will hold it, and a waiter wakes exactly when that one is applied.
 TEST(AveragedPushesTest, EachPushLearnsItsUpdateAndCanWaitForIt) {
