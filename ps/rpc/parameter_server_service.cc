@@ -484,9 +484,8 @@ grpc::Status ParameterServerService::ServePush(grpc::ServerContext* context,
 
 absl::Duration ParameterServerService::AveragingWait() {
   const StalenessConfig& how = store_->staleness();
-  const absl::Duration configured = absl::Milliseconds(how.average_wait_ms);
-  if (!how.average || !how.share_of_k) return configured;
-  return std::max(configured, std::min(pushers_.MedianInterval() / 4, kMaxRoundWait));
+  if (!how.average || !how.share_of_k) return absl::Milliseconds(how.average_wait_ms);
+  return LocalRoundWait(how, pushers_.MedianInterval());
 }
 
 void ParameterServerService::AwaitFreshWeights(const grpc::ServerContext& context,

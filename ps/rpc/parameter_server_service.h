@@ -76,14 +76,9 @@ class ParameterServerService final : public v1::ParameterServer::Service {
   // fallen silent (RecentPushers): its live workers as it sees them.
   int RecentWorkers() { return pushers_.Count(absl::Now()); }
   // How long a held push waits for the rest of its averaged update: the
-  // shard's average_wait_ms, and in local mode (rounds averaged) at least a
-  // quarter of the trainers' median round time, up to kMaxRoundWait. A
-  // round of H steps takes minutes on a large model, and trainers whose
-  // rounds drift apart by more than a fixed wait would each be applied
-  // alone, compounding the outer momentum once per push instead of once
-  // per round.
+  // shard's average_wait_ms, and in local mode LocalRoundWait
+  // (staleness_method.h) of the trainers' median round time.
   absl::Duration AveragingWait();
-  static constexpr absl::Duration kMaxRoundWait = absl::Seconds(10);
 
  private:
   // Tells the store how many workers push to it now: at once where one

@@ -85,11 +85,11 @@ std::string DescribeStaleness(const StalenessConfig& config) {
   if (config.average) {
     const std::string k =
         config.average_pushes > 0 ? absl::StrCat(config.average_pushes) : std::string("live");
-    // Local rounds wait at least a quarter of a round (ParameterServerService's
-    // AveragingWait), which a start line should not hide behind 1000ms.
-    const std::string wait = config.share_of_k
-                                 ? absl::StrCat("max(", config.average_wait_ms, "ms,round/4)")
-                                 : absl::StrCat(config.average_wait_ms, "ms");
+    // Local rounds wait for a share of a round too (LocalRoundWait), which
+    // a start line should not hide behind 1000ms.
+    const std::string wait = config.share_of_k ? absl::StrCat("max(", config.average_wait_ms,
+                                                              "ms,round/", kRoundWaitDivisor, ")")
+                                               : absl::StrCat(config.average_wait_ms, "ms");
     absl::StrAppend(&out, "+avg(k=", k, ",wait=", wait, config.share_of_k ? ",sum/k)" : ")");
     if (config.fresh) absl::StrAppend(&out, "+fresh");
   }
@@ -141,6 +141,11 @@ int EstimatedWorkers(const AsyncView& view) {
 float AsyncBeta1(float beta1, double mean_staleness) {
   const double s = std::max(0.0, mean_staleness);
   return static_cast<float>(std::max(0.0, static_cast<double>(beta1) - s / (1.0 + s)));
+}
+
+absl::Duration LocalRoundWait(const StalenessConfig& config, absl::Duration median_round) {
+  return std::max(absl::Milliseconds(config.average_wait_ms),
+                  std::min(median_round / kRoundWaitDivisor, kMaxRoundWait));
 }
 
 StalenessStep PlanStalenessStep(const StalenessConfig& config, double lr, uint64_t staleness) {

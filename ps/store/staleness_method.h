@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "ps/store/optimizer.h"
 
 namespace spotps {
@@ -107,6 +108,16 @@ struct StalenessStep {
 StalenessStep PlanStalenessStep(const StalenessConfig& config, double lr, uint64_t staleness);
 StalenessStep PlanStalenessStep(const StalenessConfig& config, double lr, float beta1,
                                 const AsyncView& view);
+
+// How long a local-mode update (rounds averaged, share_of_k) waits for the
+// rest of its round: the configured average_wait_ms, or 1/kRoundWaitDivisor
+// of the trainers' median round time where longer, that part at most
+// kMaxRoundWait. A round of H steps takes minutes on a large model, and
+// trainers whose rounds drift apart by more than a fixed wait would each be
+// applied alone.
+inline constexpr int kRoundWaitDivisor = 4;
+inline constexpr absl::Duration kMaxRoundWait = absl::Seconds(10);
+absl::Duration LocalRoundWait(const StalenessConfig& config, absl::Duration median_round);
 
 // The live workers as `view` knows them: its count, or 1 + the running mean
 // staleness rounded, at least 1.

@@ -41,6 +41,14 @@ TEST(StalenessMethodTest, ParsesJoinedSpecsAndRefusesBadOnes) {
   }
   c.share_of_k = true;  // Local rounds say that they wait for a share of a round.
   EXPECT_EQ(DescribeStaleness(c), "none+avg(k=live,wait=max(1000ms,round/4),sum/k)+fresh");
+  // That share: the configured wait at least, a quarter of the median
+  // round beyond it, at most 10 s unless configured longer.
+  EXPECT_EQ(LocalRoundWait(c, absl::Seconds(2)), absl::Seconds(1));
+  EXPECT_EQ(LocalRoundWait(c, absl::Seconds(8)), absl::Seconds(2));
+  EXPECT_EQ(LocalRoundWait(c, absl::Minutes(5)), absl::Seconds(10));
+  c.average_wait_ms = 20000;
+  EXPECT_EQ(LocalRoundWait(c, absl::Minutes(5)), absl::Seconds(20));
+  c.average_wait_ms = 1000;
   c.share_of_k = false;
   ASSERT_TRUE(ParseStalenessSpec("momentum", &c).ok());
   EXPECT_EQ(c.method, StalenessMethod::kMomentum);
