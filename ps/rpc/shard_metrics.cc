@@ -91,6 +91,9 @@ void ShardMetrics::Collect() {
   r.Counter("spotps_shard_pushes_duplicate_total",
             "Retried pushes recognised by their push id and not applied again.", shard)
       ->Set(static_cast<double>(stats.pushes_duplicate()));
+  r.Counter("spotps_shard_averaged_updates_waited_out_total",
+            "Averaged updates applied when their wait ran out, short of their k pushes.", shard)
+      ->Set(static_cast<double>(stats.averaged_updates_waited_out()));
   r.Counter("spotps_shard_pulls_total", "Pull RPCs served.", shard)
       ->Set(static_cast<double>(stats.pulls()));
   r.Counter("spotps_shard_received_bytes_total", "Gradient payload bytes of accepted pushes.",

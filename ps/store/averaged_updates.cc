@@ -27,6 +27,7 @@ void AveragedUpdates::DropHeld(std::vector<std::string>* ids) const {
 
 void AveragedUpdates::FillStats(v1::StatsResponse* stats) const {
   stats->set_average_target(static_cast<uint32_t>(Target()));
+  stats->set_averaged_updates_waited_out(waited_out_.load());
 }
 
 PushOutcome AveragedUpdates::Admit(absl::string_view push_id, v1::DType dtype,
@@ -65,7 +66,14 @@ PushOutcome AveragedUpdates::Admit(absl::string_view push_id, v1::DType dtype,
 bool AveragedUpdates::ApplyHeldOlderThan(absl::Duration age) {
   absl::ReaderMutexLock whole_push(&whole_push_mu_);
   const absl::Time now = absl::Now();
-  return ApplyHeld([&](const PushAverage& held) { return now - held.oldest() >= age; });
+  bool short_of_target = false;
+  const bool applied = ApplyHeld([&](const PushAverage& held) {
+    if (now - held.oldest() < age) return false;
+    short_of_target = held.pushes() < Target();
+    return true;
+  });
+  if (applied && short_of_target) waited_out_.fetch_add(1);
+  return applied;
 }
 
 bool AveragedUpdates::ApplyHeldIfComplete() {

@@ -3,6 +3,7 @@
 #ifndef SPOTPS_PS_STORE_AVERAGED_UPDATES_H_
 #define SPOTPS_PS_STORE_AVERAGED_UPDATES_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -54,6 +55,8 @@ class AveragedUpdates : public ApplyOnArrival {
   std::unique_ptr<PushAverage> held_ ABSL_GUARDED_BY(held_mu_);
   uint64_t taken_ ABSL_GUARDED_BY(held_mu_) = 0;
   uint64_t applied_ ABSL_GUARDED_BY(held_mu_) = 0;
+  // Updates ApplyHeldOlderThan took short of Target() (Stats reports them).
+  std::atomic<uint64_t> waited_out_{0};
 };
 
 }  // namespace spotps

@@ -134,6 +134,7 @@ for name in spotps_shard_pull_seconds_count spotps_shard_push_seconds_count \
     spotps_shard_apply_seconds_count spotps_shard_push_staleness_count \
     spotps_shard_received_bytes_total spotps_shard_sent_bytes_total spotps_shard_partitions \
     spotps_shard_global_step spotps_shard_partition_version spotps_shard_parameter_bytes \
+    spotps_shard_averaged_updates_waited_out_total \
     spotps_coordinator_workers_live spotps_coordinator_units_committed_total \
     spotps_coordinator_units_leased spotps_coordinator_units_reissued_total \
     spotps_coordinator_training_reports_total spotps_trainer_steps_total \

@@ -63,6 +63,12 @@ uint64_t Applied(const ShardStore& store) {
   return stats.pushes_applied();
 }
 
+uint64_t WaitedOut(const ShardStore& store) {
+  v1::StatsResponse stats;
+  store.FillStats(&stats);
+  return stats.averaged_updates_waited_out();
+}
+
 TEST(AveragedPushesTest, HoldsUntilKThenAppliesTheMeanOnceAndDedups) {
   ShardOptions o = Sgd(0.1);
   o.staleness.average = true;
@@ -105,9 +111,11 @@ TEST(AveragedPushesTest, TheBoundedWaitAppliesFewerAndLiveWorkersSetK) {
   ASSERT_TRUE(PushScaled(*store, "b", 2.0f, 0).ok());
   EXPECT_EQ(store->held_pushes(), 2u);
   EXPECT_FALSE(store->ApplyHeldOlderThan(absl::Hours(1)));  // Not old enough.
+  EXPECT_EQ(WaitedOut(*store), 0u);
   EXPECT_TRUE(store->ApplyHeldOlderThan(absl::ZeroDuration()));
   EXPECT_FALSE(store->ApplyHeldOlderThan(absl::ZeroDuration()));  // Nothing held.
   EXPECT_EQ(Applied(*store), 2u);
+  EXPECT_EQ(WaitedOut(*store), 1u);  // 2 of 3 when the wait ran out.
   std::vector<float> w = Weights(*store);
   EXPECT_FLOAT_EQ(w[0], 1.0f - 0.5f * 1.5f);
   // Three live workers: the third push makes the update.
@@ -118,6 +126,7 @@ TEST(AveragedPushesTest, TheBoundedWaitAppliesFewerAndLiveWorkersSetK) {
   EXPECT_EQ(*store->Version(0), 2u);
   w = Weights(*store);
   EXPECT_FLOAT_EQ(w[0], 1.0f - 0.5f * 1.5f - 0.5f * 2.0f);
+  EXPECT_EQ(WaitedOut(*store), 1u);  // The full one did not wait.
 }
 
 // A worker leaving (k falls) frees an update that waits only for its push:
@@ -134,6 +143,7 @@ TEST(AveragedPushesTest, FewerLiveWorkersApplyAnUpdateThatHoldsAllOfTheirs) {
   store->SetLiveWorkers(2);
   EXPECT_EQ(store->held_pushes(), 0u);
   EXPECT_EQ(*store->Version(0), 1u);
+  EXPECT_EQ(WaitedOut(*store), 0u);  // Freed by the leave, not the wait.
   EXPECT_TRUE(store->WaitForAveragedUpdate(1, absl::Now()));
   EXPECT_FLOAT_EQ(Weights(*store)[0], 1.0f - 0.5f * 1.5f);
   // An update short of even the smaller k still waits.
