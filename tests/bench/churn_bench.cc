@@ -20,7 +20,12 @@
 // trainers; lost = units never committed; twice = pushes shard 0 applied
 // beyond the committed units (batches whose gradient landed twice);
 // loss_ratio = churn val loss / calm val loss (same units trained); join
-// (a replacement's start to its first push) and notice-to-exit times.
+// (a replacement's start to its first push) and notice-to-exit times; idle
+// and steal = the host's idle CPU share and the share its hypervisor gave
+// other guests, over the measured time (/proc/stat): a run that lost time
+// waiting, or to a noisy neighbour, from one that spent it on work;
+// waited_out = averaged updates that waited out --average_wait_ms short of
+// their k pushes; the trainers' and shards' CPU time.
 // Last line: churn: retained=X lost=N twice=M loss_ratio=L
 #include <signal.h>
 #include <sys/stat.h>
@@ -28,6 +33,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <random>
 
 #include "absl/flags/flag.h"
@@ -76,10 +82,44 @@ struct RunResult {
   double tokens_per_s = 0;
   double mean_live = 0;  // Time-weighted running trainers, first commit to end.
   double val_loss = 0;   // Of the final weights (whole-job runs only).
+  double idle = 0;       // The host's idle CPU share, first commit to end.
+  double steal = 0;      // Its share stolen by other guests, likewise.
+  double trainer_cpu_s = 0, shard_cpu_s = 0;  // CPU time of the processes, whole run.
   int64_t committed = 0, lost = 0, twice = 0, duplicated = 0, reissued = 0;
+  int64_t waited_out = 0;  // Averaged updates the wait cut short, every shard.
   int preemptions = 0, with_notice = 0;
   std::vector<double> join_s;    // Replacements: start to first push.
   std::vector<double> notice_s;  // Notice (SIGTERM or metadata) to exit.
+};
+
+// The host's CPU time so far (/proc/stat's first line, in ticks): all of
+// it, what was idle (idle and iowait) and what other guests took (steal).
+struct HostCpu {
+  int64_t total = 0, idle = 0, steal = 0;
+
+  static HostCpu Now() {
+    HostCpu cpu;
+    std::ifstream stat("/proc/stat");
+    std::string name;
+    stat >> name;
+    int64_t ticks = 0;
+    for (int field = 0; field < 8 && stat >> ticks; ++field) {
+      cpu.total += ticks;
+      if (field == 3 || field == 4) cpu.idle += ticks;
+      if (field == 7) cpu.steal = ticks;
+    }
+    return cpu;
+  }
+  // The idle and stolen shares of the time since `earlier`.
+  double IdleSince(const HostCpu& earlier) const {
+    return ShareSince(earlier, idle - earlier.idle);
+  }
+  double StealSince(const HostCpu& earlier) const {
+    return ShareSince(earlier, steal - earlier.steal);
+  }
+  double ShareSince(const HostCpu& earlier, int64_t ticks) const {
+    return static_cast<double>(ticks) / std::max<int64_t>(1, total - earlier.total);
+  }
 };
 
 // One trainer the churn run started, and what is pending for it.
@@ -108,6 +148,7 @@ class ChurnRun {
   void Preempt(absl::Time now);
   void WatchExits(absl::Time now);
   absl::Status Finish(int64_t committed_at_start, absl::Time start, absl::Time end);
+  void Shutdown();
 
   const std::string dir_, tokens_;
   const int trainers_;
@@ -220,6 +261,7 @@ absl::StatusOr<RunResult> ChurnRun::Run() {
   const absl::Time give_up = absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_job_timeout_s));
   absl::Time start = absl::InfiniteFuture(), last = absl::Now(), next_preempt, next_report;
   int64_t committed_at_start = 0;
+  HostCpu cpu_at_start, cpu_at_report;
   double live_seconds = 0;
   for (;;) {
     absl::SleepFor(absl::Milliseconds(100));
@@ -234,6 +276,7 @@ absl::StatusOr<RunResult> ChurnRun::Run() {
       if (committed == 0) continue;
       start = last = now;
       committed_at_start = committed;
+      cpu_at_start = cpu_at_report = HostCpu::Now();
       next_preempt = now + every;
       next_report = now + absl::Seconds(10);
     }
@@ -242,6 +285,9 @@ absl::StatusOr<RunResult> ChurnRun::Run() {
     if (progress->done() || (stop_at_units_ > 0 && committed >= stop_at_units_)) {
       result_.mean_live = live_seconds / std::max(1e-9, absl::ToDoubleSeconds(now - start));
       result_.committed = committed;
+      const HostCpu cpu = HostCpu::Now();
+      result_.idle = cpu.IdleSince(cpu_at_start);
+      result_.steal = cpu.StealSince(cpu_at_start);
       if (absl::Status s = Finish(committed_at_start, start, now); !s.ok()) return s;
       return result_;
     }
@@ -254,9 +300,13 @@ absl::StatusOr<RunResult> ChurnRun::Run() {
       if (absl::Status s = StartTrainer(true); !s.ok()) return s;
     }
     if (now >= next_report) {
-      std::printf("churn:   %.0f s: %lld/%lld units committed, %d trainers running\n",
-                  absl::ToDoubleSeconds(now - start), static_cast<long long>(committed),
-                  static_cast<long long>(absl::GetFlag(FLAGS_units)), live);
+      const HostCpu cpu = HostCpu::Now();
+      std::printf(
+          "churn:   %.0f s: %lld/%lld units committed, %d trainers running, idle %.3f steal %.3f\n",
+          absl::ToDoubleSeconds(now - start), static_cast<long long>(committed),
+          static_cast<long long>(absl::GetFlag(FLAGS_units)), live, cpu.IdleSince(cpu_at_report),
+          cpu.StealSince(cpu_at_report));
+      cpu_at_report = cpu;
       std::fflush(stdout);
       next_report += absl::Seconds(10);
     }
@@ -270,7 +320,7 @@ absl::Status ChurnRun::Finish(int64_t committed_at_start, absl::Time start, absl
                          tokens_per_unit / std::max(1e-9, absl::ToDoubleSeconds(end - start));
   if (stop_at_units_ > 0) {
     for (auto& t : job_->trainers()) t->Signal(SIGKILL);
-    job_->Shutdown();
+    Shutdown();
     return absl::OkStatus();
   }
   auto progress = job_->Progress();
@@ -284,18 +334,41 @@ absl::Status ChurnRun::Finish(int64_t committed_at_start, absl::Time start, absl
   if (!stats.ok()) return stats.status();
   result_.twice =
       std::max<int64_t>(0, static_cast<int64_t>((*stats)[0].pushes_applied()) - result_.committed);
+  for (const v1::StatsResponse& shard : *stats) {
+    result_.waited_out += static_cast<int64_t>(shard.averaged_updates_waited_out());
+  }
   auto loss = job_->ValLoss();
   if (!loss.ok()) return loss.status();
   result_.val_loss = *loss;
-  job_->Shutdown();
+  Shutdown();
   for (const Slot& slot : slots_) {
-    if (!slot.replacement) continue;
     absl::StatusOr<std::string> log = ReadFile(absl::StrCat(dir_, "/trainer", slot.index, ".log"));
+    // What each trainer cost: a start's CPU beyond its steps' shows here.
+    testing::ChildProcess& process = *job_->trainers()[slot.index];
+    std::printf("churn:   trainer %d (%s, exit %d): cpu %.1f s, steps %.0f\n", slot.index,
+                slot.replacement ? "replacement" : "first",
+                process.Wait(absl::ZeroDuration()).value_or(-1),
+                absl::ToDoubleSeconds(process.cpu_time()),
+                log.ok() ? testing::LogField(*log, "steps") : -1.0);
+    if (!slot.replacement) continue;
     if (!log.ok() || log->find("first_push_s=") == std::string::npos) continue;
     const double first_push = testing::LogField(*log, "first_push_s");
     if (first_push >= 0) result_.join_s.push_back(first_push);
   }
   return absl::OkStatus();
+}
+
+// Stops every process and sums the CPU time they used.
+void ChurnRun::Shutdown() {
+  job_->Shutdown();
+  for (auto& t : job_->trainers()) {
+    if (!t->running()) result_.trainer_cpu_s += absl::ToDoubleSeconds(t->cpu_time());
+  }
+  for (int i = 0; i < 2; ++i) {
+    if (!job_->shards().shard(i).running()) {
+      result_.shard_cpu_s += absl::ToDoubleSeconds(job_->shards().shard(i).cpu_time());
+    }
+  }
 }
 
 std::string Summary(const std::vector<double>& v) {
@@ -308,10 +381,13 @@ std::string Summary(const std::vector<double>& v) {
 void Print(const char* name, int trainers, const RunResult& r) {
   std::printf(
       "churn: %-6s trainers=%d mean_live=%.2f tokens_per_s=%.0f committed=%lld lost=%lld "
-      "twice=%lld duplicated=%lld reissued=%lld val_loss=%.4f\n",
+      "twice=%lld duplicated=%lld reissued=%lld waited_out=%lld val_loss=%.4f idle=%.3f steal=%.3f "
+      "trainer_cpu_s=%.1f shard_cpu_s=%.1f\n",
       name, trainers, r.mean_live, r.tokens_per_s, static_cast<long long>(r.committed),
       static_cast<long long>(r.lost), static_cast<long long>(r.twice),
-      static_cast<long long>(r.duplicated), static_cast<long long>(r.reissued), r.val_loss);
+      static_cast<long long>(r.duplicated), static_cast<long long>(r.reissued),
+      static_cast<long long>(r.waited_out), r.val_loss, r.idle, r.steal, r.trainer_cpu_s,
+      r.shard_cpu_s);
   std::fflush(stdout);
 }
 

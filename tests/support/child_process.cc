@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -69,9 +70,11 @@ ChildProcess::~ChildProcess() {
 bool ChildProcess::running() {
   if (reaped_) return false;
   int status = 0;
-  const pid_t r = waitpid(pid_, &status, WNOHANG);
+  struct rusage usage = {};
+  const pid_t r = wait4(pid_, &status, WNOHANG, &usage);
   if (r == 0) return true;
   reaped_ = true;
+  cpu_time_ = absl::DurationFromTimeval(usage.ru_utime) + absl::DurationFromTimeval(usage.ru_stime);
   exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return false;
 }

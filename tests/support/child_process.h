@@ -49,6 +49,9 @@ class ChildProcess {
   // Waits for exit; returns the exit code (128 + signal if killed), or
   // DEADLINE_EXCEEDED.
   absl::StatusOr<int> Wait(absl::Duration timeout);
+  // The CPU time (user and system) it used, once it has exited and been
+  // reaped (running() false); zero before.
+  absl::Duration cpu_time() const { return cpu_time_; }
   // Waits until the log at `log_path` (Start's) holds `text`: OK, or
   // FAILED_PRECONDITION if the child exited first, or DEADLINE_EXCEEDED;
   // either error carries the log.
@@ -60,6 +63,7 @@ class ChildProcess {
   pid_t pid_;
   bool reaped_ = false;
   int exit_code_ = -1;
+  absl::Duration cpu_time_;
 };
 
 // How a binary run to its end (RunToExit) ended.
