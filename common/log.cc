@@ -38,6 +38,10 @@ std::string LogProgramName() {
   return program_name == nullptr ? "spotps" : *program_name;
 }
 
+std::string ClockTime(absl::Time t) {
+  return absl::FormatTime("%H:%M:%E3S UTC", t, absl::UTCTimeZone());
+}
+
 void LogInfo(absl::string_view message) { WriteLine(stdout, message); }
 
 void LogWarning(absl::string_view message) { WriteLine(stderr, message); }

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 namespace spotps {
 
@@ -20,6 +21,10 @@ std::string LogProgramName();
 void LogInfo(absl::string_view message);
 // Problems the program survives, on stderr.
 void LogWarning(absl::string_view message);
+
+// `t` as "14:03:07.251 UTC": lines about one event in several processes'
+// logs (a shard's and a trainer's) can be put in order.
+std::string ClockTime(absl::Time t);
 
 template <typename... Args>
 void LogInfoF(const absl::FormatSpec<Args...>& format, const Args&... args) {

@@ -7,9 +7,11 @@
 #include <set>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_format.h"
 #include "common/chunk_frame.h"
 #include "common/grpc_status.h"
+#include "common/log.h"
 #include "common/tensor_codec.h"
 #include "common/transport_args.h"
 
@@ -455,15 +457,27 @@ grpc::Status ParameterServerService::ServePush(grpc::ServerContext* context,
     // Most often its client was killed mid-push (a spot reclaim): stop
     // counting it, so that "fresh" updates stop waiting for it now rather
     // than after its silence. A live client that retries counts again.
-    if (pushers_.Forget(header.worker_id())) RecountPushers();
+    if (pushers_.Forget(header.worker_id())) {
+      RecountPushers(header.worker_id(), "stops counting: its push was cut off");
+    }
     return Cancelled("push");
   }
+  // A worker not counted yet is counted before its push is taken, so that
+  // k already holds it when the store places the push (averaged_updates.h).
+  const bool new_worker = pushers_.Announce(header.worker_id(), absl::Now());
+  if (new_worker) RecountPushers(header.worker_id(), "counts from its first push");
   const absl::Time apply_start = absl::Now();
   absl::StatusOr<PushOutcome> outcome =
       store_->Push(push_id, staging.staged_dtype(), staging.ranges(), &announced,
-                   gradient_scale == 0.0f ? 1.0f : gradient_scale);
+                   gradient_scale == 0.0f ? 1.0f : gradient_scale, new_worker);
   *apply = absl::Now() - apply_start;
-  if (!outcome.ok()) return ToGrpcStatus(outcome.status());
+  if (!outcome.ok()) {
+    // A refused push counts nobody: invented names would hold every update.
+    if (new_worker && pushers_.Forget(header.worker_id())) {
+      RecountPushers(header.worker_id(), "stops counting: its first push was refused");
+    }
+    return ToGrpcStatus(outcome.status());
+  }
   // Counted only once accepted: a refused push changes no counter but the
   // store's rejection counts.
   store_->CountPushBytes(payload_bytes);
@@ -480,6 +494,13 @@ grpc::Status ParameterServerService::ServePush(grpc::ServerContext* context,
     response->add_staleness(outcome->staleness[i]);
   }
   return grpc::Status::OK;
+}
+
+void ParameterServerService::RecountPushers(absl::string_view worker, absl::string_view change) {
+  const int live = RecentWorkers();
+  store_->SetLiveWorkers(live);
+  LogInfoF("shard %d: worker %s %s at %s; %d live workers", store_->options().shard_index,
+           absl::CHexEscape(worker), change, ClockTime(absl::Now()), live);
 }
 
 absl::Duration ParameterServerService::AveragingWait() {
@@ -536,7 +557,9 @@ grpc::Status ParameterServerService::Join(grpc::ServerContext*, const v1::JoinRe
                                           v1::JoinResponse* response) {
   if (grpc::Status s = CheckWorkerId("join", request->worker_id()); !s.ok()) return s;
   if (store_->global_step() > 0) return grpc::Status::OK;  // Counted from its first push.
-  if (pushers_.Announce(request->worker_id(), absl::Now())) RecountPushers();
+  if (pushers_.Announce(request->worker_id(), absl::Now())) {
+    RecountPushers(request->worker_id(), "counts from its join");
+  }
   response->set_counted(true);
   return grpc::Status::OK;
 }
@@ -545,7 +568,7 @@ grpc::Status ParameterServerService::Leave(grpc::ServerContext*, const v1::Leave
                                            v1::LeaveResponse* response) {
   if (grpc::Status s = CheckWorkerId("leave", request->worker_id()); !s.ok()) return s;
   response->set_known(pushers_.Forget(request->worker_id()));
-  if (response->known()) RecountPushers();
+  if (response->known()) RecountPushers(request->worker_id(), "stops counting: it left");
   return grpc::Status::OK;
 }
 
@@ -563,7 +586,7 @@ grpc::Status ParameterServerService::Attend(grpc::ServerContext* context,
   // A killed trainer's connection breaks here before it would fall silent
   // for three push intervals: updates stop waiting for it now.
   if (end == PresenceStreams::End::kBroken && pushers_.Forget(request->worker_id())) {
-    RecountPushers();
+    RecountPushers(request->worker_id(), "stops counting: its presence stream broke");
   }
   return presence_.StatusFor(end);
 }

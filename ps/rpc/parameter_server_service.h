@@ -81,9 +81,10 @@ class ParameterServerService final : public v1::ParameterServer::Service {
   absl::Duration AveragingWait();
 
  private:
-  // Tells the store how many workers push to it now: at once where one
-  // left, so that an update waiting for it stops waiting.
-  void RecountPushers() { store_->SetLiveWorkers(RecentWorkers()); }
+  // Tells the store how many workers push to it now, `worker` having
+  // started or stopped counting (`change` says how, for the log): at once
+  // where one left, so that an update waiting for it stops waiting.
+  void RecountPushers(absl::string_view worker, absl::string_view change);
   grpc::Status ServePull(grpc::ServerContext* context, const v1::PullRequest* request,
                          grpc::ServerSplitStreamer<v1::PullRequest, grpc::ByteBuffer>* stream);
   // `apply` receives the time the store took to apply the push.

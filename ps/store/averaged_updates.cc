@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/log.h"
+
 namespace spotps {
 
 size_t AveragedUpdates::Target() const {
@@ -9,19 +11,34 @@ size_t AveragedUpdates::Target() const {
   return target_.live_workers_or_one();
 }
 
+size_t AveragedUpdates::OpenTarget() const {
+  const size_t k = Target();
+  const size_t next = next_ == nullptr ? 0 : next_->pushes();
+  return k > next ? k - next : size_t{1};
+}
+
+bool AveragedUpdates::HoldsNewWorkersForNextUpdate() const {
+  // Local rounds end apart anyway and count shares of k (local_rounds.h);
+  // a fixed k does not grow with a new worker.
+  return staleness_.fresh && !staleness_.share_of_k && staleness_.average_pushes == 0;
+}
+
 float AveragedUpdates::ShareOfK(uint32_t, size_t) const { return 1.0f; }
 
 size_t AveragedUpdates::held_pushes() const {
   absl::MutexLock lock(&held_mu_);
-  return held_ == nullptr ? 0 : held_->pushes();
+  return (held_ == nullptr ? 0 : held_->pushes()) + (next_ == nullptr ? 0 : next_->pushes());
 }
 
 void AveragedUpdates::DropHeld(std::vector<std::string>* ids) const {
   absl::MutexLock lock(&held_mu_);
-  if (held_ == nullptr || held_->pushes() == 0) return;
+  auto holds = [](const std::unique_ptr<PushAverage>& held, const std::string& id) {
+    return held != nullptr && held->Holds(id);
+  };
   ids->erase(std::remove_if(ids->begin(), ids->end(),
-                            [this](const std::string& id)
-                                ABSL_NO_THREAD_SAFETY_ANALYSIS { return held_->Holds(id); }),
+                            [&](const std::string& id) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                              return holds(held_, id) || holds(next_, id);
+                            }),
              ids->end());
 }
 
@@ -31,7 +48,8 @@ void AveragedUpdates::FillStats(v1::StatsResponse* stats) const {
 }
 
 PushOutcome AveragedUpdates::Admit(absl::string_view push_id, v1::DType dtype,
-                                   const std::vector<PayloadRange>& ranges, float scale) {
+                                   const std::vector<PayloadRange>& ranges, float scale,
+                                   bool from_new_worker) {
   // One live worker: nothing to average with, so no detour through the
   // FP32 sums (the transport's hot path when one trainer pushes).
   if (Target() == 1 && held_pushes() == 0) return ApplyNow(dtype, ranges, scale);
@@ -49,16 +67,19 @@ PushOutcome AveragedUpdates::Admit(absl::string_view push_id, v1::DType dtype,
   RoundBuffer::Gradient copy = RoundBuffer::Copy(dtype, ranges, scale);
   {
     absl::MutexLock lock(&held_mu_);
-    if (held_ == nullptr) {
-      held_ = std::make_unique<PushAverage>(target_.partition_map().partitions().size());
-    }
-    held_->Add(push_id, ranges, std::move(copy), absl::Now());
-    outcome.average_update = taken_ + 1;
-    full = held_->pushes() >= Target();
+    const size_t partitions = target_.partition_map().partitions().size();
+    if (held_ == nullptr) held_ = std::make_unique<PushAverage>(partitions);
+    const bool for_next = from_new_worker && held_->pushes() > 0 && HoldsNewWorkersForNextUpdate();
+    if (for_next && next_ == nullptr) next_ = std::make_unique<PushAverage>(partitions);
+    (for_next ? next_ : held_)->Add(push_id, ranges, std::move(copy), absl::Now());
+    outcome.average_update = taken_ + (for_next ? 2 : 1);
+    // Held for the next update, it lowers the open one's k: that may be
+    // all it waited for.
+    full = held_->pushes() >= OpenTarget();
   }
   // Another push may join before the take, or take this one first: either
   // way it is in update number average_update.
-  if (full) ApplyHeld([](const PushAverage&) { return true; });
+  if (full) ApplyHeld([](const OpenUpdate&) { return true; });
   outcome.global_step = target_.global_step();
   return outcome;
 }
@@ -66,31 +87,44 @@ PushOutcome AveragedUpdates::Admit(absl::string_view push_id, v1::DType dtype,
 bool AveragedUpdates::ApplyHeldOlderThan(absl::Duration age) {
   absl::ReaderMutexLock whole_push(&whole_push_mu_);
   const absl::Time now = absl::Now();
-  bool short_of_target = false;
-  const bool applied = ApplyHeld([&](const PushAverage& held) {
-    if (now - held.oldest() < age) return false;
-    short_of_target = held.pushes() < Target();
+  size_t pushes = 0, k = 0;
+  const bool applied = ApplyHeld([&](const OpenUpdate& open) {
+    if (now - open.since < age) return false;
+    pushes = open.held.pushes();
+    k = open.k;
     return true;
   });
-  if (applied && short_of_target) waited_out_.fetch_add(1);
+  if (applied && pushes < k) {
+    // Every trainer waiting on it waited the whole time: say when, so that
+    // the shard's membership lines around it tell why.
+    LogInfoF("an averaged update waited out %s: applied with %d of %d pushes at %s (%d so far)",
+             absl::FormatDuration(age), pushes, k, ClockTime(now), waited_out_.fetch_add(1) + 1);
+  }
   return applied;
 }
 
 bool AveragedUpdates::ApplyHeldIfComplete() {
   absl::ReaderMutexLock whole_push(&whole_push_mu_);
-  return ApplyHeld([this](const PushAverage& held) { return held.pushes() >= Target(); });
+  return ApplyHeld([](const OpenUpdate& open) { return open.held.pushes() >= open.k; });
 }
 
-bool AveragedUpdates::ApplyHeld(const std::function<bool(const PushAverage&)>& ready) {
+bool AveragedUpdates::ApplyHeld(const std::function<bool(const OpenUpdate&)>& ready) {
   absl::MutexLock in_order(&apply_mu_);
   PushAverage::Batch batch;
+  size_t k = 0;
   {
     absl::MutexLock lock(&held_mu_);
-    if (held_ == nullptr || held_->pushes() == 0 || !ready(*held_)) return false;
+    if (held_ == nullptr || held_->pushes() == 0) return false;
+    k = OpenTarget();
+    if (!ready(OpenUpdate{*held_, k, std::max(held_->oldest(), next_opened_)})) return false;
     batch = held_->Take();
     taken_ += 1;
+    if (next_ != nullptr && next_->pushes() > 0) {
+      std::swap(held_, next_);  // Its wait starts now, not at its arrival.
+      next_opened_ = absl::Now();
+    }
   }
-  ApplyAverage(std::move(batch));
+  ApplyAverage(std::move(batch), k);
   absl::MutexLock lock(&held_mu_);
   applied_ += 1;
   return true;
@@ -102,10 +136,9 @@ bool AveragedUpdates::WaitForAveragedUpdate(uint64_t update, absl::Time deadline
   return held_mu_.AwaitWithDeadline(absl::Condition(&applied), deadline);
 }
 
-void AveragedUpdates::ApplyAverage(PushAverage::Batch batch) {
+void AveragedUpdates::ApplyAverage(PushAverage::Batch batch, size_t k) {
   const uint64_t step = target_.BeginUpdate();
   const double lr = target_.LearningRateAt(step);
-  const size_t k = Target();
   auto plan = [&](uint64_t staleness) { return Plan(lr, staleness, step); };
   std::vector<uint32_t> ids;
   for (uint32_t id = 0; id < batch.counts.size(); ++id) {

@@ -19,6 +19,19 @@ namespace spotps {
 // Promises: a held push joins exactly one averaged update; updates are
 // applied whole and in the order of their numbers; k is
 // staleness.average_pushes, or the live workers when that is 0.
+//
+// Under "fresh" with k = the live workers, a new worker's first push joins
+// the open update only if that one holds no push yet; otherwise it waits
+// for the next one, and the open update's k leaves it out. Why: that push
+// reaches each shard at a different moment (a trainer pushes to each shard
+// as its part of the backward pass is done). Joined to whichever update is
+// open, it could close the update on one shard and open the next on
+// another, and "fresh" trainers, which wait for their push's update on
+// every shard, would then each wait for the other's next push until
+// average_wait_ms ran out. Held for the update after the open one, it
+// lands in the same one everywhere: the open update is either still
+// filling (on every shard, since trainers push only after the last one
+// was applied everywhere) or already taken.
 class AveragedUpdates : public ApplyOnArrival {
  public:
   using ApplyOnArrival::ApplyOnArrival;
@@ -32,27 +45,45 @@ class AveragedUpdates : public ApplyOnArrival {
 
  protected:
   PushOutcome Admit(absl::string_view push_id, v1::DType dtype,
-                    const std::vector<PayloadRange>& ranges, float scale) override
-      ABSL_SHARED_LOCKS_REQUIRED(whole_push_mu_);
+                    const std::vector<PayloadRange>& ranges, float scale,
+                    bool from_new_worker) override ABSL_SHARED_LOCKS_REQUIRED(whole_push_mu_);
   // The factor an update holding `count` of its `k` pushes applies their
   // mean with, and the share of a round its momentum steps by: 1 here
   // (LocalRounds, local_rounds.h, has its own).
   virtual float ShareOfK(uint32_t count, size_t k) const;
 
  private:
-  // How many held pushes make an averaged update.
+  // The update being filled, as ApplyHeld's `ready` sees it.
+  struct OpenUpdate {
+    const PushAverage& held;
+    size_t k;          // The pushes that complete it.
+    absl::Time since;  // When it began to wait: its oldest push's arrival,
+                       // or when the pushes held for it became its own.
+  };
+
+  // How many held pushes make an averaged update, new workers' held for
+  // the next one included.
   size_t Target() const;
+  // How many make the open one: Target() less those held for the next.
+  size_t OpenTarget() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(held_mu_);
+  // Whether a new worker's first push may wait for the next update.
+  bool HoldsNewWorkersForNextUpdate() const;
   // Takes the held pushes, if `ready` says so of them, and applies them as
   // the next averaged update; false if there was nothing to apply.
-  bool ApplyHeld(const std::function<bool(const PushAverage&)>& ready)
+  bool ApplyHeld(const std::function<bool(const OpenUpdate&)>& ready)
       ABSL_SHARED_LOCKS_REQUIRED(whole_push_mu_);
-  void ApplyAverage(PushAverage::Batch batch) ABSL_SHARED_LOCKS_REQUIRED(whole_push_mu_);
+  // Applies `batch` as an update that waited for `k` pushes.
+  void ApplyAverage(PushAverage::Batch batch, size_t k) ABSL_SHARED_LOCKS_REQUIRED(whole_push_mu_);
 
   // apply_mu_ (taken before held_mu_) keeps averaged updates whole and in
   // order: each is taken and applied before the next is taken.
   absl::Mutex apply_mu_;
   mutable absl::Mutex held_mu_;
   std::unique_ptr<PushAverage> held_ ABSL_GUARDED_BY(held_mu_);
+  // New workers' first pushes, held for the update after the open one.
+  std::unique_ptr<PushAverage> next_ ABSL_GUARDED_BY(held_mu_);
+  // When next_'s pushes last became held_'s.
+  absl::Time next_opened_ ABSL_GUARDED_BY(held_mu_) = absl::InfinitePast();
   uint64_t taken_ ABSL_GUARDED_BY(held_mu_) = 0;
   uint64_t applied_ ABSL_GUARDED_BY(held_mu_) = 0;
   // Updates ApplyHeldOlderThan took short of Target() (Stats reports them).

@@ -491,7 +491,7 @@ absl::Status ShardStore::CheckBaseVersions(const std::vector<PayloadRange>& rang
 absl::StatusOr<PushOutcome> ShardStore::Push(absl::string_view push_id, v1::DType dtype,
                                              const std::vector<PayloadRange>& ranges,
                                              const AnnouncedElements* announced,
-                                             float gradient_scale) {
+                                             float gradient_scale, bool from_new_worker) {
   auto reject = [this](absl::Status s) {
     pushes_rejected_.fetch_add(1, std::memory_order_relaxed);
     if (absl::IsAborted(s)) pushes_too_stale_.fetch_add(1, std::memory_order_relaxed);
@@ -513,7 +513,8 @@ absl::StatusOr<PushOutcome> ShardStore::Push(absl::string_view push_id, v1::DTyp
       !s.ok()) {
     return reject(s);
   }
-  absl::StatusOr<PushOutcome> taken = policy_->Take(push_id, dtype, ranges, gradient_scale);
+  absl::StatusOr<PushOutcome> taken =
+      policy_->Take(push_id, dtype, ranges, gradient_scale, from_new_worker);
   if (!taken.ok()) return reject(taken.status());
   return taken;
 }

@@ -120,10 +120,13 @@ class ShardStore : private UpdateTarget {
   // is refused even where each of its chunks is valid. The update uses the
   // gradient times `gradient_scale`, which must be finite and in (0, 1]
   // (PushRequest.gradient_scale; INVALID_ARGUMENT otherwise).
+  // `from_new_worker`: the first push of a worker that SetLiveWorkers has
+  // just started to count. "fresh" holds it for the update after the one
+  // open, if that one holds pushes already (averaged_updates.h says why).
   absl::StatusOr<PushOutcome> Push(absl::string_view push_id, v1::DType dtype,
                                    const std::vector<PayloadRange>& ranges,
                                    const AnnouncedElements* announced = nullptr,
-                                   float gradient_scale = 1.0f);
+                                   float gradient_scale = 1.0f, bool from_new_worker = false);
   // Checks a push's announcement before its payload is read: every id is a
   // partition this shard owns, with 1 to its size elements, and at least one
   // is announced. NOT_FOUND or INVALID_ARGUMENT otherwise.

@@ -13,7 +13,8 @@ SyncRounds::SyncRounds(size_t max_round_contributions, UpdateTarget& target)
       held_(max_round_contributions) {}
 
 absl::StatusOr<PushOutcome> SyncRounds::Take(absl::string_view push_id, v1::DType dtype,
-                                             const std::vector<PayloadRange>& ranges, float scale) {
+                                             const std::vector<PayloadRange>& ranges, float scale,
+                                             bool /*from_new_worker*/) {
   RoundBuffer::Gradient copy = RoundBuffer::Copy(dtype, ranges, scale);  // Before locking.
   absl::MutexLock lock(&mu_);
   if (absl::Status s = target_.CheckBaseVersions(ranges, /*current_only=*/true); !s.ok()) return s;

@@ -121,10 +121,11 @@ class UpdatePolicy {
 
   // Takes a push the store validated (id, ranges, dtype, scale): applies
   // it, holds it, or finds it a duplicate. An error refuses it and changes
-  // nothing.
+  // nothing. `from_new_worker`: its worker was not counted live before it
+  // (ShardStore::Push).
   virtual absl::StatusOr<PushOutcome> Take(absl::string_view push_id, v1::DType dtype,
-                                           const std::vector<PayloadRange>& ranges,
-                                           float scale) = 0;
+                                           const std::vector<PayloadRange>& ranges, float scale,
+                                           bool from_new_worker) = 0;
   // Runs `copy` while no update is under way, so that what it copies holds
   // whole updates only (a checkpoint's weights and the ids of their pushes).
   virtual void WhileNoUpdate(const std::function<void()>& copy) = 0;

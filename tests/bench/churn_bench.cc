@@ -226,8 +226,8 @@ void ChurnRun::Preempt(absl::Time now) {
   } else {
     process.Signal(SIGKILL);
   }
-  std::printf("churn:   preempted trainer %d %s\n", slot.index,
-              notice ? "with notice" : "by kill -9");
+  std::printf("churn:   preempted trainer %d %s at %s\n", slot.index,
+              notice ? "with notice" : "by kill -9", ClockTime(now).c_str());
   replacements_due_.push_back(now + absl::Seconds(absl::GetFlag(FLAGS_replace_after_s)));
 }
 

@@ -444,6 +444,54 @@ TEST_F(PsServiceTest, ATrainerLeavingFreesTheFreshUpdateWaitingForIt) {
   EXPECT_EQ(Stats().pushes_applied(), 2u);
 }
 
+// A worker's first push after the job began (a replacement's) waits for
+// the update after the open one, which it is counted in from that push on;
+// joined to the open one it could close it on one shard and open the next
+// on another (averaged_updates.h).
+TEST_F(PsServiceTest, ANewWorkersFirstPushWaitsForTheFreshUpdateAfterTheOpenOne) {
+  StartFreshWithoutTicks();
+  v1::JoinResponse joined;
+  for (const char* worker : {"trainer-a", "trainer-b"}) {
+    ASSERT_TRUE(Join(stub_.get(), worker, &joined).ok());
+  }
+  auto push_as = [this](const std::string& worker) { return PushAs(worker); };
+  auto await_bytes = [this](uint64_t at_least) {
+    for (int i = 0; i < 500 && Stats().bytes_in() < at_least; ++i) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return Stats().bytes_in();
+  };
+  std::future<grpc::Status> a = std::async(std::launch::async, push_as, "trainer-a");
+  const uint64_t one_push = await_bytes(1);
+  ASSERT_GT(one_push, 0u);
+  std::future<grpc::Status> n = std::async(std::launch::async, push_as, "trainer-new");
+  ASSERT_GE(await_bytes(2 * one_push), 2 * one_push);
+  EXPECT_EQ(Stats().live_pushers(), 3u);  // Counted with its push, not at a tick.
+  EXPECT_EQ(Stats().global_step(), 0u);
+  ASSERT_TRUE(push_as("trainer-b").ok());  // Completes the open update without it.
+  ASSERT_EQ(a.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_TRUE(a.get().ok());
+  EXPECT_EQ(Stats().global_step(), 1u);
+  EXPECT_EQ(Stats().pushes_applied(), 2u);
+  EXPECT_EQ(n.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
+  // The next update holds all three.
+  std::future<grpc::Status> a2 = std::async(std::launch::async, push_as, "trainer-a");
+  ASSERT_TRUE(push_as("trainer-b").ok());
+  ASSERT_EQ(n.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_TRUE(n.get().ok());
+  EXPECT_TRUE(a2.get().ok());
+  EXPECT_EQ(Stats().global_step(), 2u);
+  EXPECT_EQ(Stats().pushes_applied(), 5u);
+  EXPECT_EQ(Stats().averaged_updates_waited_out(), 0u);
+
+  // A push the shard refuses counts no new worker.
+  v1::PushRequest refused = GoodPush();
+  refused.set_worker_id("invented");
+  refused.set_gradient_scale(2.0f);
+  ExpectStatus(SendPush({refused}), grpc::StatusCode::INVALID_ARGUMENT, "gradient_scale");
+  EXPECT_EQ(Stats().live_pushers(), 3u);
+}
+
 // A push stream cut off mid-way (its client killed) stops the client
 // counting at once, not after its silence (10 s after a single push).
 TEST_F(PsServiceTest, APushCutOffMidStreamStopsItsClientCounting) {

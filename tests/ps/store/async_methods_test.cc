@@ -40,13 +40,14 @@ ShardOptions Sgd(double lr) {
 // Pushes gradient g(i) = scale * (i + 1) based on `version`, with the
 // push's `gradient_scale`.
 absl::StatusOr<PushOutcome> PushScaled(ShardStore& store, const std::string& id, float scale,
-                                       uint64_t version, float gradient_scale = 1.0f) {
+                                       uint64_t version, float gradient_scale = 1.0f,
+                                       bool from_new_worker = false) {
   std::vector<float> g(kN);
   for (int64_t i = 0; i < kN; ++i) g[i] = scale * static_cast<float>(i + 1);
   std::string bytes;
   AppendEncoded(g.data(), kN, v1::DTYPE_FP32, &bytes);
   return store.Push(id, v1::DTYPE_FP32, {PayloadRange{0, 0, bytes, version}}, nullptr,
-                    gradient_scale);
+                    gradient_scale, from_new_worker);
 }
 
 std::vector<float> Weights(const ShardStore& store) {
@@ -153,6 +154,57 @@ TEST(AveragedPushesTest, FewerLiveWorkersApplyAnUpdateThatHoldsAllOfTheirs) {
   store->SetLiveWorkers(3);
   EXPECT_EQ(store->held_pushes(), 2u);
   EXPECT_EQ(*store->Version(0), 1u);
+}
+
+// "fresh": a new worker's first push (the service counts the worker just
+// before it) waits for the update after the open one if that one holds
+// pushes already, and joins it if it holds none.
+TEST(AveragedPushesTest, ANewWorkersFirstPushWaitsForTheUpdateAfterAnOpenOne) {
+  ShardOptions o = Sgd(0.5);
+  o.staleness.average = o.staleness.fresh = true;
+  auto store = Store(o);
+  store->SetLiveWorkers(3);
+  ASSERT_TRUE(PushScaled(*store, "a", 1.0f, 0).ok());
+  ASSERT_TRUE(PushScaled(*store, "b", 2.0f, 0).ok());
+  store->SetLiveWorkers(4);
+  auto joiner = PushScaled(*store, "new", 9.0f, 0, 1.0f, /*from_new_worker=*/true);
+  ASSERT_TRUE(joiner.ok()) << joiner.status();
+  EXPECT_EQ(joiner->average_update, 2u);
+  EXPECT_EQ(store->held_pushes(), 3u);
+  auto third = PushScaled(*store, "c", 3.0f, 0);  // The open update's k is still 3.
+  ASSERT_TRUE(third.ok());
+  EXPECT_EQ(third->average_update, 1u);
+  EXPECT_EQ(*store->Version(0), 1u);
+  EXPECT_FLOAT_EQ(Weights(*store)[0], 1.0f - 0.5f * 2.0f);  // The mean of a, b and c.
+  EXPECT_EQ(store->held_pushes(), 1u);
+  EXPECT_FALSE(store->WaitForAveragedUpdate(2, absl::Now()));
+  // Its wait starts as the update becomes the open one, not at its arrival.
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_FALSE(store->ApplyHeldOlderThan(absl::Seconds(60)));
+  for (const char* id : {"d", "e", "f"}) ASSERT_TRUE(PushScaled(*store, id, 1.0f, 1).ok());
+  EXPECT_EQ(*store->Version(0), 2u);
+  EXPECT_FLOAT_EQ(Weights(*store)[0], 1.0f - 0.5f * 2.0f - 0.5f * 3.0f);  // (9 + 3 x 1) / 4.
+  EXPECT_EQ(WaitedOut(*store), 0u);
+  // The open update holds nothing yet: a new worker's push joins it.
+  store->SetLiveWorkers(5);
+  auto second = PushScaled(*store, "new-2", 1.0f, 2, 1.0f, /*from_new_worker=*/true);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->average_update, 3u);
+}
+
+// Without "fresh" no trainer waits for an update, and a new worker's push
+// joins the open one.
+TEST(AveragedPushesTest, WithoutFreshANewWorkersPushJoinsTheOpenUpdate) {
+  ShardOptions o = Sgd(0.5);
+  o.staleness.average = true;
+  auto store = Store(o);
+  store->SetLiveWorkers(2);
+  ASSERT_TRUE(PushScaled(*store, "a", 1.0f, 0).ok());
+  store->SetLiveWorkers(3);
+  auto joiner = PushScaled(*store, "new", 1.0f, 0, 1.0f, /*from_new_worker=*/true);
+  ASSERT_TRUE(joiner.ok());
+  EXPECT_EQ(joiner->average_update, 1u);
+  EXPECT_EQ(store->held_pushes(), 2u);
 }
 
 // Local mode (share_of_k): an update short of its k pushes moves the
