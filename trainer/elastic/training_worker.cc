@@ -342,6 +342,12 @@ void TrainingWorker::LeaseAhead() {
   }
 }
 
+void TrainingWorker::JoinShards() {
+  if (absl::StatusOr<int> joined = cluster_->Join(); !joined.ok()) {
+    LogWarning(absl::StrCat("[", options_.name, "] join: ", joined.status().message()));
+  }
+}
+
 absl::StatusOr<std::optional<TrainingWorker::Unit>> TrainingWorker::NextUnit(
     int64_t step, bool& gradient_pending, const std::atomic<bool>& stop) {
   if (work_.coordinator == nullptr) {
@@ -355,6 +361,7 @@ absl::StatusOr<std::optional<TrainingWorker::Unit>> TrainingWorker::NextUnit(
     return unit;
   }
   absl::Time next_start_log = absl::InfinitePast();
+  bool left_shards = false;
   while (!stop.load()) {
     const uint64_t me = work_.membership->worker_id();
     // Shard 0 restarting: wait for it (each answer starts a new wait).
@@ -370,6 +377,9 @@ absl::StatusOr<std::optional<TrainingWorker::Unit>> TrainingWorker::NextUnit(
     }
     if (!r.ok()) return r.status();
     if (r->outcome() == v1::AcquireUnitResponse::OUTCOME_UNIT) {
+      // Back to work: presence streams again; the shards count us from our
+      // next push.
+      if (left_shards) JoinShards();
       return UnitOf(r->unit(), me);
     }
     if (r->outcome() == v1::AcquireUnitResponse::OUTCOME_DONE) return std::optional<Unit>();
@@ -392,6 +402,16 @@ absl::StatusOr<std::optional<TrainingWorker::Unit>> TrainingWorker::NextUnit(
     }
     if (!round_units_.empty()) {
       if (absl::Status s = EndLocalRound(); !s.ok()) return s;
+    }
+    // Idle until a unit comes back (the job's last units out with others,
+    // or with a trainer that died): stop counting at the shards, or each
+    // update the trainers still at work push would wait out
+    // --average_wait_ms for us.
+    if (!sync_ && step > 0 && !left_shards) {
+      if (absl::Status s = cluster_->Leave(); !s.ok()) {
+        LogWarning(absl::StrCat("[", options_.name, "] leave while idle: ", s.message()));
+      }
+      left_shards = true;
     }
     // In sync mode the coordinator already waited for the next round.
     if (!sync_) absl::SleepFor(absl::Milliseconds(100));
@@ -542,9 +562,7 @@ absl::StatusOr<TrainingSummary> TrainingWorker::Run(
       // first gradient too: the job's first update holds every trainer
       // that starts with it. Best effort: without it, that update may
       // come before this trainer's push, which then lands one update late.
-      if (absl::StatusOr<int> joined = cluster_->Join(); !joined.ok()) {
-        LogWarning(absl::StrCat("[", options_.name, "] join: ", joined.status().message()));
-      }
+      JoinShards();
     }
     if (sync_) {  // The weights of the round this unit belongs to.
       if (absl::Status s = PullWithRecovery(); !s.ok()) return s;

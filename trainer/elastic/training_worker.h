@@ -231,7 +231,12 @@ class TrainingWorker {
   // "fresh": leases the next unit while the pull runs, so that the step
   // after it starts computing at once; errors leave it to NextUnit.
   void LeaseAhead();
+  // Cluster::Join, best effort (a failure is logged): presence streams to
+  // every shard, and before the shards' first update, counted there.
+  void JoinShards();
   // The next unit to train, or nullopt when the job is done or `stop` rose.
+  // While none is free it leaves the shards (Cluster::Leave), so that no
+  // update waits for it, and joins them again when one comes.
   absl::StatusOr<std::optional<Unit>> NextUnit(int64_t step, bool& gradient_pending,
                                                const std::atomic<bool>& stop);
 

@@ -8,8 +8,9 @@
 // trainers run at >= 1), and shard 1, which has no coordinator, averages
 // too (it counts the clients that push to it). Last, what an update waits
 // for under churn: a trainer killed without notice stops counting after a
-// few of its push intervals, long before its worker lease ends, and a
-// registered worker that has not pushed yet is not waited for.
+// few of its push intervals, long before its worker lease ends, a
+// registered worker that has not pushed yet is not waited for, and a
+// trainer with no unit to take is not waited for while it has none.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -203,6 +204,70 @@ TEST(AveragedPushTest, FreshUpdatesWaitOnlyForTrainersThatPush) {
   EXPECT_EQ(targets, std::vector<uint32_t>({1, 1})) << testing::LogTails(job.dir());
   std::cout << "averaged: a killed trainer stopped counting after "
             << absl::ToDoubleSeconds(absl::Now() - killed) << " s" << std::endl;
+}
+
+// Reads shard i's log in `dir` ("" while it cannot be read).
+std::string ShardLog(const std::string& dir, int i) {
+  return ReadFile(absl::StrCat(dir, "/shard", i, ".log")).value_or("");
+}
+
+// A trainer with no unit to take (the job's last ones leased to others)
+// leaves the shards, so that the updates of the trainers still at work do
+// not wait out --average_wait_ms for it each; once a unit comes back it
+// counts again from its next push.
+TEST(AveragedPushTest, ATrainerWithNoUnitToTakeStopsCountingUntilItHasOne) {
+  testing::TempDir dir;
+  auto tokens = testing::MakeTokenFile(dir.path(), 8000);
+  ASSERT_TRUE(tokens.ok()) << tokens.status();
+  testing::JobOptions options;
+  options.epochs = 1;
+  options.units_per_epoch = 12;
+  options.batch = 4;
+  options.seq_len = 32;
+  options.shard_flags = {"--worker_lease_s=60", "--unit_lease_s=120"};
+  testing::TrainingJob job(dir.path() + "/job", *tokens, options);
+  ASSERT_TRUE(job.StartShards(/*durable=*/false).ok());
+  ASSERT_TRUE(job.StartTrainer().ok());
+  // Another lessee holds one unit: the trainer trains the rest, then waits.
+  auto coordinator = CoordinatorClient::Connect(absl::StrCat("127.0.0.1:", job.shards().port(0)));
+  ASSERT_TRUE(coordinator.ok());
+  auto holder = (*coordinator)->Register("holder", 0);
+  ASSERT_TRUE(holder.ok()) << holder.status();
+  absl::StatusOr<v1::AcquireUnitResponse> held;
+  for (int attempt = 0; attempt < 600; ++attempt) {
+    held = (*coordinator)->Acquire(holder->worker_id());
+    if (!held.ok() || held->outcome() != v1::AcquireUnitResponse::OUTCOME_WAIT) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_TRUE(held.ok()) << held.status();
+  ASSERT_EQ(held->outcome(), v1::AcquireUnitResponse::OUTCOME_UNIT) << held->DebugString();
+
+  const char* kLeft = "stops counting: it left";
+  auto both_logs_have = [&](const char* words) {
+    return ShardLog(job.dir(), 0).find(words) != std::string::npos &&
+           ShardLog(job.dir(), 1).find(words) != std::string::npos;
+  };
+  for (int i = 0; i < 1200 && !both_logs_have(kLeft); ++i) absl::SleepFor(absl::Milliseconds(50));
+  ASSERT_TRUE(both_logs_have(kLeft)) << testing::LogTails(job.dir());
+  EXPECT_EQ(job.Running().size(), 1u);  // Idle, not done: the held unit is still out.
+  auto cluster = Cluster::Connect(job.shards().addresses());
+  ASSERT_TRUE(cluster.ok());
+  auto stats = (*cluster)->Stats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  for (const v1::StatsResponse& s : *stats) EXPECT_EQ(s.live_pushers(), 0u) << s.shard_index();
+
+  ASSERT_TRUE((*coordinator)
+                  ->Release(holder->worker_id(), held->unit().epoch(), held->unit().index())
+                  .ok());
+  auto done = job.WaitDone(absl::Seconds(120));
+  ASSERT_TRUE(done.ok()) << done.status() << testing::LogTails(job.dir());
+  for (int i = 0; i < 2; ++i) {
+    const std::string log = ShardLog(job.dir(), i);
+    const size_t left = log.find(kLeft);
+    EXPECT_NE(log.find("counts from its first push", left), std::string::npos)
+        << "shard " << i << " did not count the trainer again:\n"
+        << log;
+  }
 }
 
 }  // namespace
