@@ -499,6 +499,9 @@ grpc::Status ParameterServerService::ServePush(grpc::ServerContext* context,
 void ParameterServerService::RecountPushers(absl::string_view worker, absl::string_view change) {
   const int live = RecentWorkers();
   store_->SetLiveWorkers(live);
+  // Only averaging waits for the live workers; elsewhere a client pushing
+  // now and then would log a line each time.
+  if (!store_->staleness().average) return;
   LogInfoF("shard %d: worker %s %s at %s; %d live workers", store_->options().shard_index,
            absl::CHexEscape(worker), change, ClockTime(absl::Now()), live);
 }
