@@ -8,6 +8,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/chunk_frame.h"
 #include "common/grpc_status.h"
@@ -457,9 +458,7 @@ grpc::Status ParameterServerService::ServePush(grpc::ServerContext* context,
     // Most often its client was killed mid-push (a spot reclaim): stop
     // counting it, so that "fresh" updates stop waiting for it now rather
     // than after its silence. A live client that retries counts again.
-    if (pushers_.Forget(header.worker_id())) {
-      RecountPushers(header.worker_id(), "stops counting: its push was cut off");
-    }
+    StopCounting(header.worker_id(), "its push was cut off");
     return Cancelled("push");
   }
   // A worker not counted yet is counted before its push is taken, so that
@@ -467,15 +466,13 @@ grpc::Status ParameterServerService::ServePush(grpc::ServerContext* context,
   const bool new_worker = pushers_.Announce(header.worker_id(), absl::Now());
   if (new_worker) RecountPushers(header.worker_id(), "counts from its first push");
   const absl::Time apply_start = absl::Now();
-  absl::StatusOr<PushOutcome> outcome =
-      store_->Push(push_id, staging.staged_dtype(), staging.ranges(), &announced,
-                   gradient_scale == 0.0f ? 1.0f : gradient_scale, new_worker);
+  absl::StatusOr<PushOutcome> outcome = store_->Push(
+      push_id, staging.staged_dtype(), staging.ranges(), &announced,
+      gradient_scale == 0.0f ? 1.0f : gradient_scale, PushSender{header.worker_id(), new_worker});
   *apply = absl::Now() - apply_start;
   if (!outcome.ok()) {
     // A refused push counts nobody: invented names would hold every update.
-    if (new_worker && pushers_.Forget(header.worker_id())) {
-      RecountPushers(header.worker_id(), "stops counting: its first push was refused");
-    }
+    if (new_worker) StopCounting(header.worker_id(), "its first push was refused");
     return ToGrpcStatus(outcome.status());
   }
   // Counted only once accepted: a refused push changes no counter but the
@@ -499,6 +496,19 @@ grpc::Status ParameterServerService::ServePush(grpc::ServerContext* context,
 void ParameterServerService::RecountPushers(absl::string_view worker, absl::string_view change) {
   const int live = RecentWorkers();
   store_->SetLiveWorkers(live);
+  LogMembership(worker, change, live);
+}
+
+bool ParameterServerService::StopCounting(absl::string_view worker, absl::string_view why) {
+  if (!pushers_.Forget(worker)) return false;
+  const int live = RecentWorkers();
+  store_->StopCounting(worker, live);
+  LogMembership(worker, absl::StrCat("stops counting: ", why), live);
+  return true;
+}
+
+void ParameterServerService::LogMembership(absl::string_view worker, absl::string_view change,
+                                           int live) const {
   // Only averaging waits for the live workers; elsewhere a client pushing
   // now and then would log a line each time.
   if (!store_->staleness().average) return;
@@ -570,8 +580,7 @@ grpc::Status ParameterServerService::Join(grpc::ServerContext*, const v1::JoinRe
 grpc::Status ParameterServerService::Leave(grpc::ServerContext*, const v1::LeaveRequest* request,
                                            v1::LeaveResponse* response) {
   if (grpc::Status s = CheckWorkerId("leave", request->worker_id()); !s.ok()) return s;
-  response->set_known(pushers_.Forget(request->worker_id()));
-  if (response->known()) RecountPushers(request->worker_id(), "stops counting: it left");
+  response->set_known(StopCounting(request->worker_id(), "it left"));
   return grpc::Status::OK;
 }
 
@@ -588,8 +597,8 @@ grpc::Status ParameterServerService::Attend(grpc::ServerContext* context,
   pushers_.Depart(request->worker_id());
   // A killed trainer's connection breaks here before it would fall silent
   // for three push intervals: updates stop waiting for it now.
-  if (end == PresenceStreams::End::kBroken && pushers_.Forget(request->worker_id())) {
-    RecountPushers(request->worker_id(), "stops counting: its presence stream broke");
+  if (end == PresenceStreams::End::kBroken) {
+    StopCounting(request->worker_id(), "its presence stream broke");
   }
   return presence_.StatusFor(end);
 }

@@ -82,9 +82,16 @@ class ParameterServerService final : public v1::ParameterServer::Service {
 
  private:
   // Tells the store how many workers push to it now, `worker` having
-  // started or stopped counting (`change` says how, for the log): at once
-  // where one left, so that an update waiting for it stops waiting.
+  // started to count (`change` says how, for the log).
   void RecountPushers(absl::string_view worker, absl::string_view change);
+  // Stops counting `worker` (`why`, for the log), at once, so that an
+  // update waiting for it stops waiting; its held pushes no longer count
+  // toward their update (ShardStore::StopCounting). False if it did not
+  // count.
+  bool StopCounting(absl::string_view worker, absl::string_view why);
+  // Logs a worker starting or stopping to count, where averaging waits on
+  // the count.
+  void LogMembership(absl::string_view worker, absl::string_view change, int live) const;
   grpc::Status ServePull(grpc::ServerContext* context, const v1::PullRequest* request,
                          grpc::ServerSplitStreamer<v1::PullRequest, grpc::ByteBuffer>* stream);
   // `apply` receives the time the store took to apply the push.

@@ -10,7 +10,7 @@ ApplyOnArrival::ApplyOnArrival(const StalenessConfig& staleness, const Optimizer
 
 absl::StatusOr<PushOutcome> ApplyOnArrival::Take(absl::string_view push_id, v1::DType dtype,
                                                  const std::vector<PayloadRange>& ranges,
-                                                 float scale, bool from_new_worker) {
+                                                 float scale, const PushSender& sender) {
   auto duplicate = [this] {
     target_.CountDuplicate();
     PushOutcome outcome;
@@ -27,7 +27,7 @@ absl::StatusOr<PushOutcome> ApplyOnArrival::Take(absl::string_view push_id, v1::
     return s;
   }
   if (!ids.Insert(push_id)) return duplicate();  // A racing twin.
-  return Admit(push_id, dtype, ranges, scale, from_new_worker);
+  return Admit(push_id, dtype, ranges, scale, sender);
 }
 
 void ApplyOnArrival::WhileNoUpdate(const std::function<void()>& copy) {
@@ -36,7 +36,8 @@ void ApplyOnArrival::WhileNoUpdate(const std::function<void()>& copy) {
 }
 
 PushOutcome ApplyOnArrival::Admit(absl::string_view, v1::DType dtype,
-                                  const std::vector<PayloadRange>& ranges, float scale, bool) {
+                                  const std::vector<PayloadRange>& ranges, float scale,
+                                  const PushSender&) {
   return ApplyNow(dtype, ranges, scale);
 }
 

@@ -23,7 +23,7 @@ class ApplyOnArrival : public UpdatePolicy {
 
   absl::StatusOr<PushOutcome> Take(absl::string_view push_id, v1::DType dtype,
                                    const std::vector<PayloadRange>& ranges, float scale,
-                                   bool from_new_worker) override;
+                                   const PushSender& sender) override;
   void WhileNoUpdate(const std::function<void()>& copy) override;
 
  protected:
@@ -31,7 +31,7 @@ class ApplyOnArrival : public UpdatePolicy {
   // AveragedUpdates holds it instead.
   virtual PushOutcome Admit(absl::string_view push_id, v1::DType dtype,
                             const std::vector<PayloadRange>& ranges, float scale,
-                            bool from_new_worker) ABSL_SHARED_LOCKS_REQUIRED(whole_push_mu_);
+                            const PushSender& sender) ABSL_SHARED_LOCKS_REQUIRED(whole_push_mu_);
   // Applies one push as one update, each partition with the staleness
   // method's step for its own staleness. With `defer_momentum_k` > 0
   // (DelayedNesterov) SGD's momentum steps only on updates whose count is

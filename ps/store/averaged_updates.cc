@@ -13,7 +13,7 @@ size_t AveragedUpdates::Target() const {
 
 size_t AveragedUpdates::OpenTarget() const {
   const size_t k = Target();
-  const size_t next = next_ == nullptr ? 0 : next_->pushes();
+  const size_t next = next_ == nullptr ? 0 : next_->counted_pushes();
   return k > next ? k - next : size_t{1};
 }
 
@@ -49,7 +49,7 @@ void AveragedUpdates::FillStats(v1::StatsResponse* stats) const {
 
 PushOutcome AveragedUpdates::Admit(absl::string_view push_id, v1::DType dtype,
                                    const std::vector<PayloadRange>& ranges, float scale,
-                                   bool from_new_worker) {
+                                   const PushSender& sender) {
   // One live worker: nothing to average with, so no detour through the
   // FP32 sums (the transport's hot path when one trainer pushes).
   if (Target() == 1 && held_pushes() == 0) return ApplyNow(dtype, ranges, scale);
@@ -69,13 +69,14 @@ PushOutcome AveragedUpdates::Admit(absl::string_view push_id, v1::DType dtype,
     absl::MutexLock lock(&held_mu_);
     const size_t partitions = target_.partition_map().partitions().size();
     if (held_ == nullptr) held_ = std::make_unique<PushAverage>(partitions);
-    const bool for_next = from_new_worker && held_->pushes() > 0 && HoldsNewWorkersForNextUpdate();
+    const bool for_next =
+        sender.new_worker && held_->counted_pushes() > 0 && HoldsNewWorkersForNextUpdate();
     if (for_next && next_ == nullptr) next_ = std::make_unique<PushAverage>(partitions);
-    (for_next ? next_ : held_)->Add(push_id, ranges, std::move(copy), absl::Now());
+    (for_next ? next_ : held_)->Add(push_id, sender.worker, ranges, std::move(copy), absl::Now());
     outcome.average_update = taken_ + (for_next ? 2 : 1);
     // Held for the next update, it lowers the open one's k: that may be
     // all it waited for.
-    full = held_->pushes() >= OpenTarget();
+    full = held_->counted_pushes() >= OpenTarget();
   }
   // Another push may join before the take, or take this one first: either
   // way it is in update number average_update.
@@ -90,7 +91,7 @@ bool AveragedUpdates::ApplyHeldOlderThan(absl::Duration age) {
   size_t pushes = 0, k = 0;
   const bool applied = ApplyHeld([&](const OpenUpdate& open) {
     if (now - open.since < age) return false;
-    pushes = open.held.pushes();
+    pushes = open.held.counted_pushes();
     k = open.k;
     return true;
   });
@@ -105,7 +106,14 @@ bool AveragedUpdates::ApplyHeldOlderThan(absl::Duration age) {
 
 bool AveragedUpdates::ApplyHeldIfComplete() {
   absl::ReaderMutexLock whole_push(&whole_push_mu_);
-  return ApplyHeld([](const OpenUpdate& open) { return open.held.pushes() >= open.k; });
+  return ApplyHeld([](const OpenUpdate& open) { return open.held.counted_pushes() >= open.k; });
+}
+
+void AveragedUpdates::StopCounting(absl::string_view worker) {
+  absl::MutexLock lock(&held_mu_);
+  for (const std::unique_ptr<PushAverage>* held : {&held_, &next_}) {
+    if (*held != nullptr) (*held)->StopCounting(worker);
+  }
 }
 
 bool AveragedUpdates::ApplyHeld(const std::function<bool(const OpenUpdate&)>& ready) {

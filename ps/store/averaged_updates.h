@@ -32,6 +32,14 @@ namespace spotps {
 // lands in the same one everywhere: the open update is either still
 // filling (on every shard, since trainers push only after the last one
 // was applied everywhere) or already taken.
+//
+// An update is complete when it holds k pushes of workers still counted.
+// A worker that stops counting (a trainer killed while its push waits for
+// its update) leaves its held push in the update but no longer counts it,
+// so the update still waits for every remaining worker's push. Counting it
+// would close the update one live push early, on the shards that hold it
+// and not on one that lost it, and the rounds would run out of phase as
+// above.
 class AveragedUpdates : public ApplyOnArrival {
  public:
   using ApplyOnArrival::ApplyOnArrival;
@@ -40,13 +48,14 @@ class AveragedUpdates : public ApplyOnArrival {
   void FillStats(v1::StatsResponse* stats) const override;
   bool ApplyHeldOlderThan(absl::Duration age) override;
   bool ApplyHeldIfComplete() override;
+  void StopCounting(absl::string_view worker) override;
   bool WaitForAveragedUpdate(uint64_t update, absl::Time deadline) const override;
   size_t held_pushes() const override;
 
  protected:
   PushOutcome Admit(absl::string_view push_id, v1::DType dtype,
                     const std::vector<PayloadRange>& ranges, float scale,
-                    bool from_new_worker) override ABSL_SHARED_LOCKS_REQUIRED(whole_push_mu_);
+                    const PushSender& sender) override ABSL_SHARED_LOCKS_REQUIRED(whole_push_mu_);
   // The factor an update holding `count` of its `k` pushes applies their
   // mean with, and the share of a round its momentum steps by: 1 here
   // (LocalRounds, local_rounds.h, has its own).
@@ -86,7 +95,7 @@ class AveragedUpdates : public ApplyOnArrival {
   absl::Time next_opened_ ABSL_GUARDED_BY(held_mu_) = absl::InfinitePast();
   uint64_t taken_ ABSL_GUARDED_BY(held_mu_) = 0;
   uint64_t applied_ ABSL_GUARDED_BY(held_mu_) = 0;
-  // Updates ApplyHeldOlderThan took short of Target() (Stats reports them).
+  // Updates ApplyHeldOlderThan took short of their k (Stats reports them).
   std::atomic<uint64_t> waited_out_{0};
 };
 

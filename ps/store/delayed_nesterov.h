@@ -26,7 +26,7 @@ class DelayedNesterov : public ApplyOnArrival {
  protected:
   PushOutcome Admit(absl::string_view push_id, v1::DType dtype,
                     const std::vector<PayloadRange>& ranges, float scale,
-                    bool from_new_worker) override ABSL_SHARED_LOCKS_REQUIRED(whole_push_mu_);
+                    const PushSender& sender) override ABSL_SHARED_LOCKS_REQUIRED(whole_push_mu_);
 };
 
 }  // namespace spotps

@@ -17,8 +17,9 @@ PushAverage::Batch PushAverage::Empty() const {
   return b;
 }
 
-void PushAverage::Add(absl::string_view push_id, const std::vector<PayloadRange>& ranges,
-                      RoundBuffer::Gradient copy, absl::Time now) {
+void PushAverage::Add(absl::string_view push_id, absl::string_view worker,
+                      const std::vector<PayloadRange>& ranges, RoundBuffer::Gradient copy,
+                      absl::Time now) {
   std::set<uint32_t> carried;
   for (const PayloadRange& r : ranges) {
     if (carried.insert(r.partition_id).second) {
@@ -28,7 +29,17 @@ void PushAverage::Add(absl::string_view push_id, const std::vector<PayloadRange>
   }
   held_.gradients.push_back(std::move(copy));
   held_.push_ids.emplace_back(push_id);
+  counted_workers_.emplace_back(worker);
   oldest_ = std::min(oldest_, now);
+}
+
+void PushAverage::StopCounting(absl::string_view worker) {
+  if (worker.empty()) return;
+  for (std::string& counted : counted_workers_) {
+    if (counted != worker) continue;
+    counted.clear();
+    uncounted_ += 1;
+  }
 }
 
 bool PushAverage::Holds(absl::string_view push_id) const {
@@ -38,6 +49,8 @@ bool PushAverage::Holds(absl::string_view push_id) const {
 PushAverage::Batch PushAverage::Take() {
   Batch out = std::move(held_);
   held_ = Empty();
+  counted_workers_.clear();
+  uncounted_ = 0;
   oldest_ = absl::InfiniteFuture();
   return out;
 }

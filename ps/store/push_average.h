@@ -53,12 +53,17 @@ class PushAverage {
 
   explicit PushAverage(size_t num_partitions);
 
-  // Adds one validated push (owned partitions, in bounds, no overlaps):
-  // its ranges' base versions and `copy`, RoundBuffer::Copy of the ranges
-  // (made by the caller, outside its lock).
-  void Add(absl::string_view push_id, const std::vector<PayloadRange>& ranges,
-           RoundBuffer::Gradient copy, absl::Time now);
+  // Adds one validated push (owned partitions, in bounds, no overlaps) by
+  // `worker` (empty: unnamed): its ranges' base versions and `copy`,
+  // RoundBuffer::Copy of the ranges (made by the caller, outside its lock).
+  void Add(absl::string_view push_id, absl::string_view worker,
+           const std::vector<PayloadRange>& ranges, RoundBuffer::Gradient copy, absl::Time now);
   size_t pushes() const { return held_.push_ids.size(); }
+  // The held pushes that count toward their update's k: all but those of
+  // workers named to StopCounting since they were added.
+  size_t counted_pushes() const { return held_.push_ids.size() - uncounted_; }
+  // The held pushes of `worker` (not empty) no longer count; they stay held.
+  void StopCounting(absl::string_view worker);
   // Arrival of the oldest held push (InfiniteFuture when none is held).
   absl::Time oldest() const { return oldest_; }
   bool Holds(absl::string_view push_id) const;
@@ -70,6 +75,9 @@ class PushAverage {
 
   const size_t num_partitions_;
   Batch held_;
+  // By held push, in arrival order: its worker, "" once it stopped counting.
+  std::vector<std::string> counted_workers_;
+  size_t uncounted_ = 0;
   absl::Time oldest_ = absl::InfiniteFuture();
 };
 

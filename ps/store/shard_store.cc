@@ -491,7 +491,7 @@ absl::Status ShardStore::CheckBaseVersions(const std::vector<PayloadRange>& rang
 absl::StatusOr<PushOutcome> ShardStore::Push(absl::string_view push_id, v1::DType dtype,
                                              const std::vector<PayloadRange>& ranges,
                                              const AnnouncedElements* announced,
-                                             float gradient_scale, bool from_new_worker) {
+                                             float gradient_scale, const PushSender& sender) {
   auto reject = [this](absl::Status s) {
     pushes_rejected_.fetch_add(1, std::memory_order_relaxed);
     if (absl::IsAborted(s)) pushes_too_stale_.fetch_add(1, std::memory_order_relaxed);
@@ -513,8 +513,7 @@ absl::StatusOr<PushOutcome> ShardStore::Push(absl::string_view push_id, v1::DTyp
       !s.ok()) {
     return reject(s);
   }
-  absl::StatusOr<PushOutcome> taken =
-      policy_->Take(push_id, dtype, ranges, gradient_scale, from_new_worker);
+  absl::StatusOr<PushOutcome> taken = policy_->Take(push_id, dtype, ranges, gradient_scale, sender);
   if (!taken.ok()) return reject(taken.status());
   return taken;
 }
@@ -543,6 +542,12 @@ size_t ShardStore::held_pushes() const { return policy_->held_pushes(); }
 void ShardStore::SetLiveWorkers(int n) {
   const int before = live_workers_.exchange(n, std::memory_order_relaxed);
   if (n < before && initialized()) policy_->ApplyHeldIfComplete();
+}
+
+void ShardStore::StopCounting(absl::string_view worker, int live) {
+  // Before k falls, or the fall could complete an update with its push.
+  if (initialized()) policy_->StopCounting(worker);
+  SetLiveWorkers(live);
 }
 
 bool ShardStore::ApplyHeldOlderThan(absl::Duration age) {

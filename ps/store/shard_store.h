@@ -120,13 +120,15 @@ class ShardStore : private UpdateTarget {
   // is refused even where each of its chunks is valid. The update uses the
   // gradient times `gradient_scale`, which must be finite and in (0, 1]
   // (PushRequest.gradient_scale; INVALID_ARGUMENT otherwise).
-  // `from_new_worker`: the first push of a worker that SetLiveWorkers has
-  // just started to count. "fresh" holds it for the update after the one
-  // open, if that one holds pushes already (averaged_updates.h says why).
+  // `sender`: the worker that pushed, which StopCounting may name later,
+  // and whether this is the first push of a worker that SetLiveWorkers has
+  // just started to count. "fresh" holds such a push for the update after
+  // the one open, if that one holds pushes already (averaged_updates.h
+  // says why).
   absl::StatusOr<PushOutcome> Push(absl::string_view push_id, v1::DType dtype,
                                    const std::vector<PayloadRange>& ranges,
                                    const AnnouncedElements* announced = nullptr,
-                                   float gradient_scale = 1.0f, bool from_new_worker = false);
+                                   float gradient_scale = 1.0f, const PushSender& sender = {});
   // Checks a push's announcement before its payload is read: every id is a
   // partition this shard owns, with 1 to its size elements, and at least one
   // is announced. NOT_FOUND or INVALID_ARGUMENT otherwise.
@@ -196,6 +198,11 @@ class ShardStore : private UpdateTarget {
   // it falls, a held update that has every remaining worker's push is
   // applied at once rather than after its wait.
   void SetLiveWorkers(int n);
+  // `worker` no longer counts (it left, or its client broke off), and the
+  // live workers are now `live`: its held pushes stay in their update but
+  // no longer count toward the pushes that complete it, so that the update
+  // still waits for every remaining worker's push, on every shard alike.
+  void StopCounting(absl::string_view worker, int live);
   // Pushes held for the next averaged update.
   size_t held_pushes() const;
   // Running mean staleness (exponential, over the last ~32 partition updates).

@@ -14,7 +14,7 @@ SyncRounds::SyncRounds(size_t max_round_contributions, UpdateTarget& target)
 
 absl::StatusOr<PushOutcome> SyncRounds::Take(absl::string_view push_id, v1::DType dtype,
                                              const std::vector<PayloadRange>& ranges, float scale,
-                                             bool /*from_new_worker*/) {
+                                             const PushSender& /*sender*/) {
   RoundBuffer::Gradient copy = RoundBuffer::Copy(dtype, ranges, scale);  // Before locking.
   absl::MutexLock lock(&mu_);
   if (absl::Status s = target_.CheckBaseVersions(ranges, /*current_only=*/true); !s.ok()) return s;

@@ -24,7 +24,7 @@ class SyncRounds : public UpdatePolicy {
   // if it was computed before the last round was applied).
   absl::StatusOr<PushOutcome> Take(absl::string_view push_id, v1::DType dtype,
                                    const std::vector<PayloadRange>& ranges, float scale,
-                                   bool from_new_worker) override;
+                                   const PushSender& sender) override;
   void WhileNoUpdate(const std::function<void()>& copy) override;
   void FillStats(v1::StatsResponse* stats) const override;
   absl::StatusOr<RoundOutcome> ApplyRound(const std::vector<std::string>& push_ids) override;

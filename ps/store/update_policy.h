@@ -32,6 +32,12 @@
 
 namespace spotps {
 
+// Who sent a push, as the shard counts its live workers.
+struct PushSender {
+  absl::string_view worker;  // PushRequest.worker_id; empty: a client not counted.
+  bool new_worker = false;   // Its worker was not counted live before this push.
+};
+
 struct PushOutcome {
   bool duplicate = false;
   // Async "avg": held for the next averaged update (acknowledged, not
@@ -121,11 +127,10 @@ class UpdatePolicy {
 
   // Takes a push the store validated (id, ranges, dtype, scale): applies
   // it, holds it, or finds it a duplicate. An error refuses it and changes
-  // nothing. `from_new_worker`: its worker was not counted live before it
-  // (ShardStore::Push).
+  // nothing. `sender`: as ShardStore::Push says.
   virtual absl::StatusOr<PushOutcome> Take(absl::string_view push_id, v1::DType dtype,
                                            const std::vector<PayloadRange>& ranges, float scale,
-                                           bool from_new_worker) = 0;
+                                           const PushSender& sender) = 0;
   // Runs `copy` while no update is under way, so that what it copies holds
   // whole updates only (a checkpoint's weights and the ids of their pushes).
   virtual void WhileNoUpdate(const std::function<void()>& copy) = 0;
@@ -144,6 +149,9 @@ class UpdatePolicy {
   // Applies the held update if it already holds its k pushes (k fell: a
   // worker left or fell silent); whether it applied one.
   virtual bool ApplyHeldIfComplete() { return false; }
+  // `worker` stopped counting: the pushes of it that are held no longer
+  // count toward completing their update (ShardStore::StopCounting).
+  virtual void StopCounting(absl::string_view worker) { (void)worker; }
   virtual bool WaitForAveragedUpdate(uint64_t update, absl::Time deadline) const;
   virtual size_t held_pushes() const { return 0; }
   // Sync rounds (ShardStore::ApplyRound); FAILED_PRECONDITION elsewhere.

@@ -143,6 +143,15 @@ class PsServiceTest : public ::testing::Test {
     return stats;
   }
 
+  // Waits (up to 5 s) until the pushes the shard took add up to `at_least`
+  // bytes, and returns their bytes: a push is held once they count.
+  uint64_t AwaitBytesIn(uint64_t at_least) {
+    for (int i = 0; i < 500 && Stats().bytes_in() < at_least; ++i) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return Stats().bytes_in();
+  }
+
   // No state changed: nothing applied, every owned value still 1.
   void ExpectUntouched() {
     const v1::StatsResponse stats = Stats();
@@ -417,18 +426,11 @@ TEST_F(PsServiceTest, ATrainerLeavingFreesTheFreshUpdateWaitingForIt) {
     ASSERT_TRUE(Join(stub_.get(), worker, &joined).ok());
   }
   auto push_as = [this](const std::string& worker) { return PushAs(worker); };
-  // Each push held (its bytes counted) in turn.
-  auto await_bytes = [this](uint64_t at_least) {
-    for (int i = 0; i < 500 && Stats().bytes_in() < at_least; ++i) {
-      absl::SleepFor(absl::Milliseconds(10));
-    }
-    return Stats().bytes_in();
-  };
   std::future<grpc::Status> a = std::async(std::launch::async, push_as, "trainer-a");
-  const uint64_t one_push = await_bytes(1);
+  const uint64_t one_push = AwaitBytesIn(1);
   ASSERT_GT(one_push, 0u);
   std::future<grpc::Status> b = std::async(std::launch::async, push_as, "trainer-b");
-  ASSERT_GE(await_bytes(2 * one_push), 2 * one_push);
+  ASSERT_GE(AwaitBytesIn(2 * one_push), 2 * one_push);
   EXPECT_EQ(b.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
   EXPECT_EQ(Stats().global_step(), 0u);  // Held for trainer-c.
   grpc::ClientContext ctx;
@@ -455,17 +457,11 @@ TEST_F(PsServiceTest, ANewWorkersFirstPushWaitsForTheFreshUpdateAfterTheOpenOne)
     ASSERT_TRUE(Join(stub_.get(), worker, &joined).ok());
   }
   auto push_as = [this](const std::string& worker) { return PushAs(worker); };
-  auto await_bytes = [this](uint64_t at_least) {
-    for (int i = 0; i < 500 && Stats().bytes_in() < at_least; ++i) {
-      absl::SleepFor(absl::Milliseconds(10));
-    }
-    return Stats().bytes_in();
-  };
   std::future<grpc::Status> a = std::async(std::launch::async, push_as, "trainer-a");
-  const uint64_t one_push = await_bytes(1);
+  const uint64_t one_push = AwaitBytesIn(1);
   ASSERT_GT(one_push, 0u);
   std::future<grpc::Status> n = std::async(std::launch::async, push_as, "trainer-new");
-  ASSERT_GE(await_bytes(2 * one_push), 2 * one_push);
+  ASSERT_GE(AwaitBytesIn(2 * one_push), 2 * one_push);
   EXPECT_EQ(Stats().live_pushers(), 3u);  // Counted with its push, not at a tick.
   EXPECT_EQ(Stats().global_step(), 0u);
   ASSERT_TRUE(push_as("trainer-b").ok());  // Completes the open update without it.
@@ -490,6 +486,47 @@ TEST_F(PsServiceTest, ANewWorkersFirstPushWaitsForTheFreshUpdateAfterTheOpenOne)
   refused.set_gradient_scale(2.0f);
   ExpectStatus(SendPush({refused}), grpc::StatusCode::INVALID_ARGUMENT, "gradient_scale");
   EXPECT_EQ(Stats().live_pushers(), 3u);
+}
+
+// A trainer killed while its push waits for its "fresh" update is seen by
+// its broken presence stream; it stops counting, and so does its held
+// push: the update still waits for every live trainer's push rather than
+// closing without one of them (averaged_updates.h says why).
+TEST_F(PsServiceTest, APushOfATrainerWhosePresenceBrokeCompletesNoUpdate) {
+  StartFreshWithoutTicks();
+  v1::JoinResponse joined;
+  for (const char* worker : {"trainer-a", "trainer-b", "trainer-dead"}) {
+    ASSERT_TRUE(Join(stub_.get(), worker, &joined).ok());
+  }
+  grpc::ClientContext presence;
+  v1::PresenceRequest attend;
+  attend.set_worker_id("trainer-dead");
+  auto stream = stub_->Attend(&presence, attend);
+  v1::PresenceResponse held;
+  ASSERT_TRUE(stream->Read(&held));
+  auto push_as = [this](const std::string& worker) { return PushAs(worker); };
+  std::future<grpc::Status> a = std::async(std::launch::async, push_as, "trainer-a");
+  const uint64_t one_push = AwaitBytesIn(1);
+  ASSERT_GT(one_push, 0u);
+  std::future<grpc::Status> dead = std::async(std::launch::async, push_as, "trainer-dead");
+  ASSERT_GE(AwaitBytesIn(2 * one_push), 2 * one_push);
+  presence.TryCancel();  // As a kill -9 would break it.
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  for (int i = 0; i < 500 && Stats().live_pushers() != 2; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_EQ(Stats().live_pushers(), 2u);
+  EXPECT_EQ(Stats().average_target(), 2u);
+  EXPECT_EQ(a.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+  EXPECT_EQ(Stats().global_step(), 0u) << "the update closed without trainer-b's push";
+  ASSERT_TRUE(push_as("trainer-b").ok());
+  ASSERT_EQ(a.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  ASSERT_EQ(dead.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_TRUE(a.get().ok());
+  EXPECT_TRUE(dead.get().ok());
+  EXPECT_EQ(Stats().global_step(), 1u);  // One update, all three pushes.
+  EXPECT_EQ(Stats().pushes_applied(), 3u);
+  EXPECT_EQ(Stats().averaged_updates_waited_out(), 0u);
 }
 
 // A push stream cut off mid-way (its client killed) stops the client

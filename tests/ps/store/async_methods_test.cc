@@ -38,17 +38,20 @@ ShardOptions Sgd(double lr) {
 }
 
 // Pushes gradient g(i) = scale * (i + 1) based on `version`, with the
-// push's `gradient_scale`.
+// push's `gradient_scale`, sent by `sender`.
 absl::StatusOr<PushOutcome> PushScaled(ShardStore& store, const std::string& id, float scale,
                                        uint64_t version, float gradient_scale = 1.0f,
-                                       bool from_new_worker = false) {
+                                       const PushSender& sender = {}) {
   std::vector<float> g(kN);
   for (int64_t i = 0; i < kN; ++i) g[i] = scale * static_cast<float>(i + 1);
   std::string bytes;
   AppendEncoded(g.data(), kN, v1::DTYPE_FP32, &bytes);
   return store.Push(id, v1::DTYPE_FP32, {PayloadRange{0, 0, bytes, version}}, nullptr,
-                    gradient_scale, from_new_worker);
+                    gradient_scale, sender);
 }
+
+// The first push of a worker the shard has just started to count.
+const PushSender kNewWorker{"new", true};
 
 std::vector<float> Weights(const ShardStore& store) {
   std::string bytes;
@@ -167,7 +170,7 @@ TEST(AveragedPushesTest, ANewWorkersFirstPushWaitsForTheUpdateAfterAnOpenOne) {
   ASSERT_TRUE(PushScaled(*store, "a", 1.0f, 0).ok());
   ASSERT_TRUE(PushScaled(*store, "b", 2.0f, 0).ok());
   store->SetLiveWorkers(4);
-  auto joiner = PushScaled(*store, "new", 9.0f, 0, 1.0f, /*from_new_worker=*/true);
+  auto joiner = PushScaled(*store, "new", 9.0f, 0, 1.0f, kNewWorker);
   ASSERT_TRUE(joiner.ok()) << joiner.status();
   EXPECT_EQ(joiner->average_update, 2u);
   EXPECT_EQ(store->held_pushes(), 3u);
@@ -187,9 +190,49 @@ TEST(AveragedPushesTest, ANewWorkersFirstPushWaitsForTheUpdateAfterAnOpenOne) {
   EXPECT_EQ(WaitedOut(*store), 0u);
   // The open update holds nothing yet: a new worker's push joins it.
   store->SetLiveWorkers(5);
-  auto second = PushScaled(*store, "new-2", 1.0f, 2, 1.0f, /*from_new_worker=*/true);
+  auto second = PushScaled(*store, "new-2", 1.0f, 2, 1.0f, PushSender{"new-2", true});
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(second->average_update, 3u);
+}
+
+// A worker that stops counting while its push is held (a trainer killed as
+// it waits for its update) leaves the push in the update without counting
+// it: the update still waits for every remaining worker's push. Counted,
+// it would close the update one live push early.
+TEST(AveragedPushesTest, AHeldPushOfAWorkerThatStoppedCountingCompletesNothing) {
+  ShardOptions o = Sgd(0.5);
+  o.staleness.average = o.staleness.fresh = true;
+  auto store = Store(o);
+  store->SetLiveWorkers(3);
+  ASSERT_TRUE(PushScaled(*store, "a", 1.0f, 0, 1.0f, {"trainer-a"}).ok());
+  ASSERT_TRUE(PushScaled(*store, "d", 5.0f, 0, 1.0f, {"trainer-d"}).ok());
+  store->StopCounting("trainer-d", 2);
+  EXPECT_EQ(*store->Version(0), 0u);  // Still waiting for trainer-b.
+  EXPECT_EQ(store->held_pushes(), 2u);
+  ASSERT_TRUE(PushScaled(*store, "b", 3.0f, 0, 1.0f, {"trainer-b"}).ok());
+  EXPECT_EQ(*store->Version(0), 1u);
+  EXPECT_FLOAT_EQ(Weights(*store)[0], 1.0f - 0.5f * 3.0f);  // All three: (1 + 5 + 3) / 3.
+  EXPECT_EQ(WaitedOut(*store), 0u);
+
+  // A new worker's first push held for the next update no longer lowers
+  // the open one's k once that worker stops counting.
+  ASSERT_TRUE(PushScaled(*store, "a2", 1.0f, 1, 1.0f, {"trainer-a"}).ok());
+  store->SetLiveWorkers(3);
+  auto joiner = PushScaled(*store, "n", 7.0f, 1, 1.0f, kNewWorker);
+  ASSERT_TRUE(joiner.ok()) << joiner.status();
+  EXPECT_EQ(joiner->average_update, 3u);
+  store->StopCounting(kNewWorker.worker, 2);
+  EXPECT_EQ(*store->Version(0), 1u);  // Still waiting for trainer-b.
+  ASSERT_TRUE(PushScaled(*store, "b2", 3.0f, 1, 1.0f, {"trainer-b"}).ok());
+  EXPECT_EQ(*store->Version(0), 2u);
+  EXPECT_FLOAT_EQ(Weights(*store)[0], 1.0f - 0.5f * 3.0f - 0.5f * 2.0f);  // (1 + 3) / 2.
+  // The next update holds the joiner's push, and waits for both others.
+  ASSERT_TRUE(PushScaled(*store, "a3", 1.0f, 2, 1.0f, {"trainer-a"}).ok());
+  EXPECT_EQ(*store->Version(0), 2u);
+  ASSERT_TRUE(PushScaled(*store, "b3", 1.0f, 2, 1.0f, {"trainer-b"}).ok());
+  EXPECT_EQ(*store->Version(0), 3u);
+  EXPECT_FLOAT_EQ(Weights(*store)[0], 1.0f - 0.5f * 3.0f - 0.5f * 2.0f - 0.5f * 3.0f);  // 9 / 3.
+  EXPECT_EQ(WaitedOut(*store), 0u);
 }
 
 // Without "fresh" no trainer waits for an update, and a new worker's push
@@ -201,7 +244,7 @@ TEST(AveragedPushesTest, WithoutFreshANewWorkersPushJoinsTheOpenUpdate) {
   store->SetLiveWorkers(2);
   ASSERT_TRUE(PushScaled(*store, "a", 1.0f, 0).ok());
   store->SetLiveWorkers(3);
-  auto joiner = PushScaled(*store, "new", 1.0f, 0, 1.0f, /*from_new_worker=*/true);
+  auto joiner = PushScaled(*store, "new", 1.0f, 0, 1.0f, kNewWorker);
   ASSERT_TRUE(joiner.ok());
   EXPECT_EQ(joiner->average_update, 1u);
   EXPECT_EQ(store->held_pushes(), 2u);
