@@ -692,19 +692,21 @@ RetryPolicy Cluster::Impl::BestEffort() const {
 }
 
 absl::Status Cluster::Impl::Leave() {
-  {
-    absl::MutexLock lock(&presence_mu_);
-    presence_.clear();  // Each keeper stops as it goes.
-  }
   // At exit: one short attempt per shard, no retries.
   v1::LeaveRequest request;
   request.set_worker_id(WorkerId());
-  return ForEachShard([&](size_t i) {
+  absl::Status left = ForEachShard([&](size_t i) {
     v1::LeaveResponse reply;
     return spotps::CallWithRetry(
         BestEffort(), absl::StrCat("shard ", i, " (", shards_[i]->address, ") Leave"),
         [&](grpc::ClientContext* ctx) { return shards_[i]->stub->Leave(ctx, request, &reply); });
   });
+  // Only then the presence streams: closed first, they would tell the
+  // shards that this worker broke off rather than that it left (either
+  // stops it counting; the shards' logs say which).
+  absl::MutexLock lock(&presence_mu_);
+  presence_.clear();  // Each keeper stops as it goes.
+  return left;
 }
 
 // ------------------------------------------------------ the public face
