@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_join.h"
 #include "common/log.h"
 
 namespace spotps {
@@ -89,17 +91,24 @@ bool AveragedUpdates::ApplyHeldOlderThan(absl::Duration age) {
   absl::ReaderMutexLock whole_push(&whole_push_mu_);
   const absl::Time now = absl::Now();
   size_t pushes = 0, k = 0;
+  std::vector<std::string> workers;
   const bool applied = ApplyHeld([&](const OpenUpdate& open) {
     if (now - open.since < age) return false;
     pushes = open.held.counted_pushes();
     k = open.k;
+    workers = open.held.counted_workers();
     return true;
   });
   if (applied && pushes < k) {
-    // Every trainer waiting on it waited the whole time: say when, so that
-    // the shard's membership lines around it tell why.
-    LogInfoF("an averaged update waited out %s: applied with %d of %d pushes at %s (%d so far)",
-             absl::FormatDuration(age), pushes, k, ClockTime(now), waited_out_.fetch_add(1) + 1);
+    // Every trainer waiting on it waited the whole time: say when and
+    // whose pushes came, so that the shard's membership lines tell whose
+    // did not.
+    for (std::string& worker : workers) worker = absl::CHexEscape(worker);
+    LogInfoF(
+        "an averaged update waited out %s: applied with %d of %d pushes at %s (%d so far); "
+        "pushed: %s",
+        absl::FormatDuration(age), pushes, k, ClockTime(now), waited_out_.fetch_add(1) + 1,
+        workers.empty() ? "no named worker" : absl::StrJoin(workers, ", "));
   }
   return applied;
 }

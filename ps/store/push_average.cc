@@ -42,6 +42,14 @@ void PushAverage::StopCounting(absl::string_view worker) {
   }
 }
 
+std::vector<std::string> PushAverage::counted_workers() const {
+  std::vector<std::string> named;
+  for (const std::string& worker : counted_workers_) {
+    if (!worker.empty()) named.push_back(worker);
+  }
+  return named;
+}
+
 bool PushAverage::Holds(absl::string_view push_id) const {
   return std::find(held_.push_ids.begin(), held_.push_ids.end(), push_id) != held_.push_ids.end();
 }

@@ -64,6 +64,8 @@ class PushAverage {
   size_t counted_pushes() const { return held_.push_ids.size() - uncounted_; }
   // The held pushes of `worker` (not empty) no longer count; they stay held.
   void StopCounting(absl::string_view worker);
+  // The named workers whose held pushes count, in arrival order.
+  std::vector<std::string> counted_workers() const;
   // Arrival of the oldest held push (InfiniteFuture when none is held).
   absl::Time oldest() const { return oldest_; }
   bool Holds(absl::string_view push_id) const;
