@@ -480,7 +480,8 @@ grpc::Status ParameterServerService::ServePush(grpc::ServerContext* context,
   store_->CountPushBytes(payload_bytes);
   if (!outcome->duplicate) pushers_.Record(header.worker_id(), absl::Now());
   if (outcome->averaged_later && store_->staleness().fresh) AwaitFreshWeights(*context, &*outcome);
-  if (!outcome->duplicate && !outcome->deferred) updates_.Notify();
+  // A duplicate that stood in for a push may have completed an update.
+  if (!outcome->deferred && (!outcome->duplicate || outcome->averaged_later)) updates_.Notify();
   response->set_duplicate(outcome->duplicate);
   response->set_compute_on_fresh_weights(store_->staleness().fresh);
   response->set_deferred(outcome->deferred);

@@ -11,12 +11,9 @@ ApplyOnArrival::ApplyOnArrival(const StalenessConfig& staleness, const Optimizer
 absl::StatusOr<PushOutcome> ApplyOnArrival::Take(absl::string_view push_id, v1::DType dtype,
                                                  const std::vector<PayloadRange>& ranges,
                                                  float scale, const PushSender& sender) {
-  auto duplicate = [this] {
+  auto duplicate = [&]() ABSL_SHARED_LOCKS_REQUIRED(whole_push_mu_) {
     target_.CountDuplicate();
-    PushOutcome outcome;
-    outcome.duplicate = true;
-    outcome.global_step = target_.global_step();
-    return outcome;
+    return AdmitDuplicate(sender);
   };
   absl::ReaderMutexLock whole_push(&whole_push_mu_);
   RecentPushIds& ids = target_.recent_push_ids();
@@ -28,6 +25,13 @@ absl::StatusOr<PushOutcome> ApplyOnArrival::Take(absl::string_view push_id, v1::
   }
   if (!ids.Insert(push_id)) return duplicate();  // A racing twin.
   return Admit(push_id, dtype, ranges, scale, sender);
+}
+
+PushOutcome ApplyOnArrival::AdmitDuplicate(const PushSender&) {
+  PushOutcome outcome;
+  outcome.duplicate = true;
+  outcome.global_step = target_.global_step();
+  return outcome;
 }
 
 void ApplyOnArrival::WhileNoUpdate(const std::function<void()>& copy) {

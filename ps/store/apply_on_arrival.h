@@ -32,6 +32,11 @@ class ApplyOnArrival : public UpdatePolicy {
   virtual PushOutcome Admit(absl::string_view push_id, v1::DType dtype,
                             const std::vector<PayloadRange>& ranges, float scale,
                             const PushSender& sender) ABSL_SHARED_LOCKS_REQUIRED(whole_push_mu_);
+  // A push whose id was taken before (a retry, or a unit trained again
+  // after its trainer died having pushed it): changes nothing here.
+  // AveragedUpdates may count its sender toward the open update.
+  virtual PushOutcome AdmitDuplicate(const PushSender& sender)
+      ABSL_SHARED_LOCKS_REQUIRED(whole_push_mu_);
   // Applies one push as one update, each partition with the staleness
   // method's step for its own staleness. With `defer_momentum_k` > 0
   // (DelayedNesterov) SGD's momentum steps only on updates whose count is

@@ -19,7 +19,7 @@ size_t AveragedUpdates::OpenTarget() const {
   return k > next ? k - next : size_t{1};
 }
 
-bool AveragedUpdates::HoldsNewWorkersForNextUpdate() const {
+bool AveragedUpdates::WaitsForEachWorker() const {
   // Local rounds end apart anyway and count shares of k (local_rounds.h);
   // a fixed k does not grow with a new worker.
   return staleness_.fresh && !staleness_.share_of_k && staleness_.average_pushes == 0;
@@ -65,26 +65,52 @@ PushOutcome AveragedUpdates::Admit(absl::string_view push_id, v1::DType dtype,
     outcome.new_versions.push_back(version);
     outcome.staleness.push_back(staleness);
   }
-  bool full = false;
   RoundBuffer::Gradient copy = RoundBuffer::Copy(dtype, ranges, scale);
+  outcome.average_update =
+      Place(sender, /*once_per_worker=*/false, [&](PushAverage& update, absl::Time now) {
+        update.Add(push_id, sender.worker, ranges, std::move(copy), now);
+      });
+  // Another push may join before the take, or take this one first: either
+  // way it is in update number average_update.
+  outcome.global_step = target_.global_step();
+  return outcome;
+}
+
+PushOutcome AveragedUpdates::AdmitDuplicate(const PushSender& sender) {
+  PushOutcome outcome = ApplyOnArrival::AdmitDuplicate(sender);
+  if (!WaitsForEachWorker() || sender.worker.empty()) return outcome;
+  // Most often a unit trained again after its trainer died having pushed
+  // it: the open update would wait out average_wait_ms for this worker's
+  // push, which is in the weights already. It stands in for that push,
+  // and like a push it is answered once its update is applied, which
+  // keeps its worker in step with the others.
+  outcome.averaged_later = true;
+  outcome.average_update =
+      Place(sender, /*once_per_worker=*/true,
+            [&](PushAverage& update, absl::Time now) { update.AddStandIn(sender.worker, now); });
+  return outcome;
+}
+
+uint64_t AveragedUpdates::Place(const PushSender& sender, bool once_per_worker,
+                                const std::function<void(PushAverage&, absl::Time)>& add) {
+  bool full = false;
+  uint64_t update = 0;
   {
     absl::MutexLock lock(&held_mu_);
     const size_t partitions = target_.partition_map().partitions().size();
     if (held_ == nullptr) held_ = std::make_unique<PushAverage>(partitions);
-    const bool for_next =
-        sender.new_worker && held_->counted_pushes() > 0 && HoldsNewWorkersForNextUpdate();
+    if (once_per_worker && held_->Counts(sender.worker)) return taken_ + 1;
+    if (once_per_worker && next_ != nullptr && next_->Counts(sender.worker)) return taken_ + 2;
+    const bool for_next = sender.new_worker && held_->counted_pushes() > 0 && WaitsForEachWorker();
     if (for_next && next_ == nullptr) next_ = std::make_unique<PushAverage>(partitions);
-    (for_next ? next_ : held_)->Add(push_id, sender.worker, ranges, std::move(copy), absl::Now());
-    outcome.average_update = taken_ + (for_next ? 2 : 1);
+    add(for_next ? *next_ : *held_, absl::Now());
+    update = taken_ + (for_next ? 2 : 1);
     // Held for the next update, it lowers the open one's k: that may be
     // all it waited for.
     full = held_->counted_pushes() >= OpenTarget();
   }
-  // Another push may join before the take, or take this one first: either
-  // way it is in update number average_update.
   if (full) ApplyHeld([](const OpenUpdate&) { return true; });
-  outcome.global_step = target_.global_step();
-  return outcome;
+  return update;
 }
 
 bool AveragedUpdates::ApplyHeldOlderThan(absl::Duration age) {
@@ -131,17 +157,18 @@ bool AveragedUpdates::ApplyHeld(const std::function<bool(const OpenUpdate&)>& re
   size_t k = 0;
   {
     absl::MutexLock lock(&held_mu_);
-    if (held_ == nullptr || held_->pushes() == 0) return false;
+    if (held_ == nullptr || held_->empty()) return false;
     k = OpenTarget();
     if (!ready(OpenUpdate{*held_, k, std::max(held_->oldest(), next_opened_)})) return false;
     batch = held_->Take();
     taken_ += 1;
-    if (next_ != nullptr && next_->pushes() > 0) {
+    if (next_ != nullptr && !next_->empty()) {
       std::swap(held_, next_);  // Its wait starts now, not at its arrival.
       next_opened_ = absl::Now();
     }
   }
-  ApplyAverage(std::move(batch), k);
+  // Stand-ins alone move no weight; the update still counts as applied.
+  if (!batch.gradients.empty()) ApplyAverage(std::move(batch), k);
   absl::MutexLock lock(&held_mu_);
   applied_ += 1;
   return true;

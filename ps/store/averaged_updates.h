@@ -33,6 +33,11 @@ namespace spotps {
 // filling (on every shard, since trainers push only after the last one
 // was applied everywhere) or already taken.
 //
+// A duplicate push (most often a unit trained again after its trainer
+// died having pushed it) stands in for its worker's push in the update it
+// would have joined: that gradient is in the weights already, and without
+// it the update would wait out average_wait_ms for this worker.
+//
 // An update is complete when it holds k pushes of workers still counted.
 // A worker that stops counting (a trainer killed while its push waits for
 // its update) leaves its held push in the update but no longer counts it,
@@ -60,6 +65,8 @@ class AveragedUpdates : public ApplyOnArrival {
   // mean with, and the share of a round its momentum steps by: 1 here
   // (LocalRounds, local_rounds.h, has its own).
   virtual float ShareOfK(uint32_t count, size_t k) const;
+  PushOutcome AdmitDuplicate(const PushSender& sender) override
+      ABSL_SHARED_LOCKS_REQUIRED(whole_push_mu_);
 
  private:
   // The update being filled, as ApplyHeld's `ready` sees it.
@@ -75,8 +82,18 @@ class AveragedUpdates : public ApplyOnArrival {
   size_t Target() const;
   // How many make the open one: Target() less those held for the next.
   size_t OpenTarget() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(held_mu_);
-  // Whether a new worker's first push may wait for the next update.
-  bool HoldsNewWorkersForNextUpdate() const;
+  // Whether an update waits for a push of each live worker ("fresh" with
+  // k = the live workers, not local rounds): then a new worker's first
+  // push may wait for the next update, and a duplicate push stands in.
+  bool WaitsForEachWorker() const;
+  // Places a contribution of `sender` in the open update, or in the next
+  // for a new worker's (above), and applies the open one if that completes
+  // it; returns the number of the update it is in. `add` adds it to the
+  // update given. With `once_per_worker`, a worker already counted in the
+  // open or the next update adds nothing there.
+  uint64_t Place(const PushSender& sender, bool once_per_worker,
+                 const std::function<void(PushAverage&, absl::Time)>& add)
+      ABSL_SHARED_LOCKS_REQUIRED(whole_push_mu_);
   // Takes the held pushes, if `ready` says so of them, and applies them as
   // the next averaged update; false if there was nothing to apply.
   bool ApplyHeld(const std::function<bool(const OpenUpdate&)>& ready)

@@ -29,23 +29,35 @@ void PushAverage::Add(absl::string_view push_id, absl::string_view worker,
   }
   held_.gradients.push_back(std::move(copy));
   held_.push_ids.emplace_back(push_id);
-  counted_workers_.emplace_back(worker);
+  Contribute(worker, now);
+}
+
+void PushAverage::AddStandIn(absl::string_view worker, absl::Time now) { Contribute(worker, now); }
+
+void PushAverage::Contribute(absl::string_view worker, absl::Time now) {
+  contributions_.push_back(Contribution{std::string(worker), true});
+  counted_ += 1;
   oldest_ = std::min(oldest_, now);
+}
+
+bool PushAverage::Counts(absl::string_view worker) const {
+  return std::any_of(contributions_.begin(), contributions_.end(),
+                     [&](const Contribution& c) { return c.counts && c.worker == worker; });
 }
 
 void PushAverage::StopCounting(absl::string_view worker) {
   if (worker.empty()) return;
-  for (std::string& counted : counted_workers_) {
-    if (counted != worker) continue;
-    counted.clear();
-    uncounted_ += 1;
+  for (Contribution& c : contributions_) {
+    if (!c.counts || c.worker != worker) continue;
+    c.counts = false;
+    counted_ -= 1;
   }
 }
 
 std::vector<std::string> PushAverage::counted_workers() const {
   std::vector<std::string> named;
-  for (const std::string& worker : counted_workers_) {
-    if (!worker.empty()) named.push_back(worker);
+  for (const Contribution& c : contributions_) {
+    if (c.counts && !c.worker.empty()) named.push_back(c.worker);
   }
   return named;
 }
@@ -57,8 +69,8 @@ bool PushAverage::Holds(absl::string_view push_id) const {
 PushAverage::Batch PushAverage::Take() {
   Batch out = std::move(held_);
   held_ = Empty();
-  counted_workers_.clear();
-  uncounted_ = 0;
+  contributions_.clear();
+  counted_ = 0;
   oldest_ = absl::InfiniteFuture();
   return out;
 }

@@ -58,13 +58,23 @@ class PushAverage {
   // RoundBuffer::Copy of the ranges (made by the caller, outside its lock).
   void Add(absl::string_view push_id, absl::string_view worker,
            const std::vector<PayloadRange>& ranges, RoundBuffer::Gradient copy, absl::Time now);
+  // Counts `worker` (not empty) toward the update without a gradient: its
+  // push was a duplicate of one already applied (AveragedUpdates says when).
+  void AddStandIn(absl::string_view worker, absl::Time now);
+  // The held gradients.
   size_t pushes() const { return held_.push_ids.size(); }
-  // The held pushes that count toward their update's k: all but those of
-  // workers named to StopCounting since they were added.
-  size_t counted_pushes() const { return held_.push_ids.size() - uncounted_; }
-  // The held pushes of `worker` (not empty) no longer count; they stay held.
+  // Whether nothing is held, not even a stand-in.
+  bool empty() const { return contributions_.empty(); }
+  // The held pushes and stand-ins that count toward their update's k: all
+  // but those of workers named to StopCounting since they were added.
+  size_t counted_pushes() const { return counted_; }
+  // Whether a held push or stand-in of `worker` counts.
+  bool Counts(absl::string_view worker) const;
+  // The held pushes and stand-ins of `worker` (not empty) no longer count;
+  // they stay held.
   void StopCounting(absl::string_view worker);
-  // The named workers whose held pushes count, in arrival order.
+  // The named workers whose held pushes or stand-ins count, in arrival
+  // order.
   std::vector<std::string> counted_workers() const;
   // Arrival of the oldest held push (InfiniteFuture when none is held).
   absl::Time oldest() const { return oldest_; }
@@ -77,9 +87,16 @@ class PushAverage {
 
   const size_t num_partitions_;
   Batch held_;
-  // By held push, in arrival order: its worker, "" once it stopped counting.
-  std::vector<std::string> counted_workers_;
-  size_t uncounted_ = 0;
+  // What counts toward the update's k: a held push or a stand-in.
+  struct Contribution {
+    std::string worker;  // Empty: an unnamed client's push.
+    bool counts = true;
+  };
+  // Adds one contribution of `worker`, arrived at `now`.
+  void Contribute(absl::string_view worker, absl::Time now);
+
+  std::vector<Contribution> contributions_;  // In arrival order.
+  size_t counted_ = 0;
   absl::Time oldest_ = absl::InfiniteFuture();
 };
 

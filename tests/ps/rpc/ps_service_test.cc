@@ -529,6 +529,49 @@ TEST_F(PsServiceTest, APushOfATrainerWhosePresenceBrokeCompletesNoUpdate) {
   EXPECT_EQ(Stats().averaged_updates_waited_out(), 0u);
 }
 
+// A unit trained again after its trainer died having pushed it: its push
+// is a duplicate, which stands in for its sender's push in the open
+// "fresh" update and is answered with that update, as a push would be;
+// the update does not wait out the wait for another push of it.
+TEST_F(PsServiceTest, ADuplicatePushStandsInForItsSendersPushInTheFreshUpdate) {
+  StartFreshWithoutTicks();
+  v1::JoinResponse joined;
+  for (const char* worker : {"trainer-a", "trainer-b"}) {
+    ASSERT_TRUE(Join(stub_.get(), worker, &joined).ok());
+  }
+  auto push = [this](const std::string& worker, const std::string& id) {
+    v1::PushRequest p = GoodPush(1.0f);
+    p.set_worker_id(worker);
+    p.set_push_id(id);
+    grpc::ClientContext ctx;
+    v1::PushResponse reply;
+    auto writer = stub_->Push(&ctx, &reply);
+    writer->Write(p);
+    writer->WritesDone();
+    EXPECT_TRUE(writer->Finish().ok());
+    return reply;
+  };
+  std::future<v1::PushResponse> a = std::async(std::launch::async, push, "trainer-a", "unit-1");
+  ASSERT_GT(AwaitBytesIn(1), 0u);
+  EXPECT_FALSE(push("trainer-b", "unit-2").duplicate());
+  EXPECT_FALSE(a.get().duplicate());
+  ASSERT_EQ(Stats().global_step(), 1u);
+
+  // trainer-b trains unit-1 again: its push stands in, and waits for its update.
+  std::future<v1::PushResponse> again = std::async(std::launch::async, push, "trainer-b", "unit-1");
+  for (int i = 0; i < 500 && Stats().pushes_duplicate() == 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_EQ(Stats().pushes_duplicate(), 1u);
+  EXPECT_EQ(again.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+  EXPECT_FALSE(push("trainer-a", "unit-3").duplicate());
+  ASSERT_EQ(again.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_TRUE(again.get().duplicate());
+  EXPECT_EQ(Stats().global_step(), 2u);
+  EXPECT_EQ(Stats().pushes_applied(), 3u);
+  EXPECT_EQ(Stats().averaged_updates_waited_out(), 0u);
+}
+
 // A push stream cut off mid-way (its client killed) stops the client
 // counting at once, not after its silence (10 s after a single push).
 TEST_F(PsServiceTest, APushCutOffMidStreamStopsItsClientCounting) {

@@ -235,6 +235,56 @@ TEST(AveragedPushesTest, AHeldPushOfAWorkerThatStoppedCountingCompletesNothing) 
   EXPECT_EQ(WaitedOut(*store), 0u);
 }
 
+// A duplicate push (a unit trained again after its trainer died having
+// pushed it) stands in for its worker's push: the open update does not
+// wait out the wait for it. A retry of a push still held adds nothing, and
+// an update of stand-ins alone moves no weight.
+TEST(AveragedPushesTest, ADuplicatePushStandsInForItsWorkersPush) {
+  ShardOptions o = Sgd(0.5);
+  o.staleness.average = o.staleness.fresh = true;
+  auto store = Store(o);
+  store->SetLiveWorkers(3);
+  ASSERT_TRUE(PushScaled(*store, "unit-7", 5.0f, 0, 1.0f, {"trainer-dead"}).ok());
+  ASSERT_TRUE(PushScaled(*store, "a1", 1.0f, 0, 1.0f, {"trainer-a"}).ok());
+  ASSERT_TRUE(PushScaled(*store, "b1", 3.0f, 0, 1.0f, {"trainer-b"}).ok());
+  ASSERT_EQ(*store->Version(0), 1u);
+  store->StopCounting("trainer-dead", 2);
+  float w = Weights(*store)[0];
+  EXPECT_FLOAT_EQ(w, 1.0f - 0.5f * 3.0f);
+
+  ASSERT_TRUE(PushScaled(*store, "a2", 1.0f, 1, 1.0f, {"trainer-a"}).ok());
+  auto again = PushScaled(*store, "unit-7", 9.0f, 1, 1.0f, {"trainer-b"});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->duplicate);
+  EXPECT_TRUE(again->averaged_later);
+  EXPECT_EQ(again->average_update, 2u);
+  EXPECT_EQ(*store->Version(0), 2u);  // a2 alone moved the weights.
+  w -= 0.5f * 1.0f;
+  EXPECT_FLOAT_EQ(Weights(*store)[0], w);
+  EXPECT_EQ(WaitedOut(*store), 0u);
+
+  ASSERT_TRUE(PushScaled(*store, "a3", 1.0f, 2, 1.0f, {"trainer-a"}).ok());
+  auto retry = PushScaled(*store, "a3", 1.0f, 2, 1.0f, {"trainer-a"});
+  ASSERT_TRUE(retry.ok());
+  EXPECT_TRUE(retry->duplicate);
+  EXPECT_EQ(retry->average_update, 3u);  // Answered with the held push's update.
+  EXPECT_EQ(*store->Version(0), 2u);     // Still waiting for trainer-b.
+  ASSERT_TRUE(PushScaled(*store, "b3", 3.0f, 2, 1.0f, {"trainer-b"}).ok());
+  EXPECT_EQ(*store->Version(0), 3u);
+  w -= 0.5f * 2.0f;
+  EXPECT_FLOAT_EQ(Weights(*store)[0], w);
+
+  for (const char* worker : {"trainer-a", "trainer-b"}) {
+    auto stand_in = PushScaled(*store, "unit-7", 1.0f, 3, 1.0f, {worker});
+    ASSERT_TRUE(stand_in.ok());
+    EXPECT_EQ(stand_in->average_update, 4u);
+  }
+  EXPECT_TRUE(store->WaitForAveragedUpdate(4, absl::Now()));
+  EXPECT_EQ(*store->Version(0), 3u);
+  EXPECT_FLOAT_EQ(Weights(*store)[0], w);
+  EXPECT_EQ(store->held_pushes(), 0u);
+}
+
 // Without "fresh" no trainer waits for an update, and a new worker's push
 // joins the open one.
 TEST(AveragedPushesTest, WithoutFreshANewWorkersPushJoinsTheOpenUpdate) {
