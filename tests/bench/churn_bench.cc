@@ -25,7 +25,9 @@
 // other guests, over the measured time (/proc/stat): a run that lost time
 // waiting, or to a noisy neighbour, from one that spent it on work;
 // waited_out = averaged updates that waited out --average_wait_ms short of
-// their k pushes; the trainers' and shards' CPU time.
+// their k pushes; duplicate_pushes = pushes the shards found duplicates,
+// every shard (a unit trained again after its trainer died having pushed
+// it); the trainers' and shards' CPU time.
 // Last line: churn: retained=X lost=N twice=M loss_ratio=L
 #include <signal.h>
 #include <sys/stat.h>
@@ -86,7 +88,8 @@ struct RunResult {
   double steal = 0;      // Its share stolen by other guests, likewise.
   double trainer_cpu_s = 0, shard_cpu_s = 0;  // CPU time of the processes, whole run.
   int64_t committed = 0, lost = 0, twice = 0, duplicated = 0, reissued = 0;
-  int64_t waited_out = 0;  // Averaged updates the wait cut short, every shard.
+  int64_t waited_out = 0;        // Averaged updates the wait cut short, every shard.
+  int64_t duplicate_pushes = 0;  // Pushes found duplicates, every shard.
   int preemptions = 0, with_notice = 0;
   std::vector<double> join_s;    // Replacements: start to first push.
   std::vector<double> notice_s;  // Notice (SIGTERM or metadata) to exit.
@@ -336,6 +339,7 @@ absl::Status ChurnRun::Finish(int64_t committed_at_start, absl::Time start, absl
       std::max<int64_t>(0, static_cast<int64_t>((*stats)[0].pushes_applied()) - result_.committed);
   for (const v1::StatsResponse& shard : *stats) {
     result_.waited_out += static_cast<int64_t>(shard.averaged_updates_waited_out());
+    result_.duplicate_pushes += static_cast<int64_t>(shard.pushes_duplicate());
   }
   auto loss = job_->ValLoss();
   if (!loss.ok()) return loss.status();
@@ -381,13 +385,14 @@ std::string Summary(const std::vector<double>& v) {
 void Print(const char* name, int trainers, const RunResult& r) {
   std::printf(
       "churn: %-6s trainers=%d mean_live=%.2f tokens_per_s=%.0f committed=%lld lost=%lld "
-      "twice=%lld duplicated=%lld reissued=%lld waited_out=%lld val_loss=%.4f idle=%.3f steal=%.3f "
+      "twice=%lld duplicated=%lld reissued=%lld waited_out=%lld duplicate_pushes=%lld "
+      "val_loss=%.4f idle=%.3f steal=%.3f "
       "trainer_cpu_s=%.1f shard_cpu_s=%.1f\n",
       name, trainers, r.mean_live, r.tokens_per_s, static_cast<long long>(r.committed),
       static_cast<long long>(r.lost), static_cast<long long>(r.twice),
       static_cast<long long>(r.duplicated), static_cast<long long>(r.reissued),
-      static_cast<long long>(r.waited_out), r.val_loss, r.idle, r.steal, r.trainer_cpu_s,
-      r.shard_cpu_s);
+      static_cast<long long>(r.waited_out), static_cast<long long>(r.duplicate_pushes), r.val_loss,
+      r.idle, r.steal, r.trainer_cpu_s, r.shard_cpu_s);
   std::fflush(stdout);
 }
 
