@@ -17,7 +17,9 @@ namespace spotps {
 
 // Owns a copy of each push held since the last Take (as sync rounds hold
 // theirs: the averaging itself waits for the update, when trainers wait
-// too), with each partition's contribution count and summed base versions.
+// too), with each partition's contribution count and summed base versions,
+// and what counts toward the update's k: each push's worker, and stand-ins
+// for workers whose push was applied before (AddStandIn).
 // Promises: a held push is in exactly one Batch; an element's mean counts
 // only the pushes that carried that element, and an element no push
 // carried is not part of the update at all. Not thread-safe: the
