@@ -117,6 +117,22 @@ class PsServiceTest : public ::testing::Test {
     return SendPush({p});
   }
 
+  // PushAs on a thread of its own, for a push that waits for its update.
+  std::future<grpc::Status> PushAsync(const std::string& worker) {
+    return std::async(std::launch::async, [this, worker] { return PushAs(worker); });
+  }
+  // ParameterServer/Join for each of `workers`; true if every one succeeded.
+  bool JoinAll(std::initializer_list<const char*> workers) {
+    for (const char* worker : workers) {
+      grpc::ClientContext ctx;
+      v1::JoinRequest request;
+      request.set_worker_id(worker);
+      v1::JoinResponse reply;
+      if (!stub_->Join(&ctx, request, &reply).ok()) return false;
+    }
+    return true;
+  }
+
   grpc::Status SendPush(const std::vector<v1::PushRequest>& messages) {
     grpc::ClientContext ctx;
     v1::PushResponse reply;
@@ -395,14 +411,13 @@ TEST_F(PsServiceTest, TheFirstFreshUpdateWaitsForEveryTrainerThatJoined) {
   }
   EXPECT_EQ(Stats().live_pushers(), 2u);
   EXPECT_EQ(Stats().average_target(), 2u);
-  auto push_as = [this](const std::string& worker) { return PushAs(worker); };
-  std::future<grpc::Status> a = std::async(std::launch::async, push_as, "trainer-a");
+  std::future<grpc::Status> a = PushAsync("trainer-a");
   // trainer-a's push is held (its bytes counted), and not applied alone.
   for (int i = 0; i < 500 && Stats().bytes_in() == 0; ++i) absl::SleepFor(absl::Milliseconds(10));
   ASSERT_GT(Stats().bytes_in(), 0u);
   EXPECT_EQ(Stats().global_step(), 0u);
   EXPECT_EQ(a.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
-  ASSERT_TRUE(push_as("trainer-b").ok());
+  ASSERT_TRUE(PushAs("trainer-b").ok());
   ASSERT_TRUE(a.get().ok());
   EXPECT_EQ(Stats().global_step(), 1u);  // One update held both.
   EXPECT_EQ(Stats().pushes_applied(), 2u);
@@ -421,15 +436,11 @@ TEST_F(PsServiceTest, TheFirstFreshUpdateWaitsForEveryTrainerThatJoined) {
 // --average_wait_ms.
 TEST_F(PsServiceTest, ATrainerLeavingFreesTheFreshUpdateWaitingForIt) {
   StartFreshWithoutTicks();
-  v1::JoinResponse joined;
-  for (const char* worker : {"trainer-a", "trainer-b", "trainer-c"}) {
-    ASSERT_TRUE(Join(stub_.get(), worker, &joined).ok());
-  }
-  auto push_as = [this](const std::string& worker) { return PushAs(worker); };
-  std::future<grpc::Status> a = std::async(std::launch::async, push_as, "trainer-a");
+  ASSERT_TRUE(JoinAll({"trainer-a", "trainer-b", "trainer-c"}));
+  std::future<grpc::Status> a = PushAsync("trainer-a");
   const uint64_t one_push = AwaitBytesIn(1);
   ASSERT_GT(one_push, 0u);
-  std::future<grpc::Status> b = std::async(std::launch::async, push_as, "trainer-b");
+  std::future<grpc::Status> b = PushAsync("trainer-b");
   ASSERT_GE(AwaitBytesIn(2 * one_push), 2 * one_push);
   EXPECT_EQ(b.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
   EXPECT_EQ(Stats().global_step(), 0u);  // Held for trainer-c.
@@ -452,27 +463,23 @@ TEST_F(PsServiceTest, ATrainerLeavingFreesTheFreshUpdateWaitingForIt) {
 // on another (averaged_updates.h).
 TEST_F(PsServiceTest, ANewWorkersFirstPushWaitsForTheFreshUpdateAfterTheOpenOne) {
   StartFreshWithoutTicks();
-  v1::JoinResponse joined;
-  for (const char* worker : {"trainer-a", "trainer-b"}) {
-    ASSERT_TRUE(Join(stub_.get(), worker, &joined).ok());
-  }
-  auto push_as = [this](const std::string& worker) { return PushAs(worker); };
-  std::future<grpc::Status> a = std::async(std::launch::async, push_as, "trainer-a");
+  ASSERT_TRUE(JoinAll({"trainer-a", "trainer-b"}));
+  std::future<grpc::Status> a = PushAsync("trainer-a");
   const uint64_t one_push = AwaitBytesIn(1);
   ASSERT_GT(one_push, 0u);
-  std::future<grpc::Status> n = std::async(std::launch::async, push_as, "trainer-new");
+  std::future<grpc::Status> n = PushAsync("trainer-new");
   ASSERT_GE(AwaitBytesIn(2 * one_push), 2 * one_push);
   EXPECT_EQ(Stats().live_pushers(), 3u);  // Counted with its push, not at a tick.
   EXPECT_EQ(Stats().global_step(), 0u);
-  ASSERT_TRUE(push_as("trainer-b").ok());  // Completes the open update without it.
+  ASSERT_TRUE(PushAs("trainer-b").ok());  // Completes the open update without it.
   ASSERT_EQ(a.wait_for(std::chrono::seconds(10)), std::future_status::ready);
   EXPECT_TRUE(a.get().ok());
   EXPECT_EQ(Stats().global_step(), 1u);
   EXPECT_EQ(Stats().pushes_applied(), 2u);
   EXPECT_EQ(n.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
   // The next update holds all three.
-  std::future<grpc::Status> a2 = std::async(std::launch::async, push_as, "trainer-a");
-  ASSERT_TRUE(push_as("trainer-b").ok());
+  std::future<grpc::Status> a2 = PushAsync("trainer-a");
+  ASSERT_TRUE(PushAs("trainer-b").ok());
   ASSERT_EQ(n.wait_for(std::chrono::seconds(10)), std::future_status::ready);
   EXPECT_TRUE(n.get().ok());
   EXPECT_TRUE(a2.get().ok());
@@ -494,21 +501,17 @@ TEST_F(PsServiceTest, ANewWorkersFirstPushWaitsForTheFreshUpdateAfterTheOpenOne)
 // closing without one of them (averaged_updates.h says why).
 TEST_F(PsServiceTest, APushOfATrainerWhosePresenceBrokeCompletesNoUpdate) {
   StartFreshWithoutTicks();
-  v1::JoinResponse joined;
-  for (const char* worker : {"trainer-a", "trainer-b", "trainer-dead"}) {
-    ASSERT_TRUE(Join(stub_.get(), worker, &joined).ok());
-  }
+  ASSERT_TRUE(JoinAll({"trainer-a", "trainer-b", "trainer-dead"}));
   grpc::ClientContext presence;
   v1::PresenceRequest attend;
   attend.set_worker_id("trainer-dead");
   auto stream = stub_->Attend(&presence, attend);
   v1::PresenceResponse held;
   ASSERT_TRUE(stream->Read(&held));
-  auto push_as = [this](const std::string& worker) { return PushAs(worker); };
-  std::future<grpc::Status> a = std::async(std::launch::async, push_as, "trainer-a");
+  std::future<grpc::Status> a = PushAsync("trainer-a");
   const uint64_t one_push = AwaitBytesIn(1);
   ASSERT_GT(one_push, 0u);
-  std::future<grpc::Status> dead = std::async(std::launch::async, push_as, "trainer-dead");
+  std::future<grpc::Status> dead = PushAsync("trainer-dead");
   ASSERT_GE(AwaitBytesIn(2 * one_push), 2 * one_push);
   presence.TryCancel();  // As a kill -9 would break it.
   EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
@@ -519,7 +522,7 @@ TEST_F(PsServiceTest, APushOfATrainerWhosePresenceBrokeCompletesNoUpdate) {
   EXPECT_EQ(Stats().average_target(), 2u);
   EXPECT_EQ(a.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
   EXPECT_EQ(Stats().global_step(), 0u) << "the update closed without trainer-b's push";
-  ASSERT_TRUE(push_as("trainer-b").ok());
+  ASSERT_TRUE(PushAs("trainer-b").ok());
   ASSERT_EQ(a.wait_for(std::chrono::seconds(10)), std::future_status::ready);
   ASSERT_EQ(dead.wait_for(std::chrono::seconds(10)), std::future_status::ready);
   EXPECT_TRUE(a.get().ok());
@@ -535,10 +538,7 @@ TEST_F(PsServiceTest, APushOfATrainerWhosePresenceBrokeCompletesNoUpdate) {
 // the update does not wait out the wait for another push of it.
 TEST_F(PsServiceTest, ADuplicatePushStandsInForItsSendersPushInTheFreshUpdate) {
   StartFreshWithoutTicks();
-  v1::JoinResponse joined;
-  for (const char* worker : {"trainer-a", "trainer-b"}) {
-    ASSERT_TRUE(Join(stub_.get(), worker, &joined).ok());
-  }
+  ASSERT_TRUE(JoinAll({"trainer-a", "trainer-b"}));
   auto push = [this](const std::string& worker, const std::string& id) {
     v1::PushRequest p = GoodPush(1.0f);
     p.set_worker_id(worker);

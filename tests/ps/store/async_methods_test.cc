@@ -61,6 +61,15 @@ std::vector<float> Weights(const ShardStore& store) {
   return w;
 }
 
+// A "fresh" averaging store (SGD, lr 0.5) that counts `live` workers.
+std::unique_ptr<ShardStore> FreshStore(int live) {
+  ShardOptions o = Sgd(0.5);
+  o.staleness.average = o.staleness.fresh = true;
+  auto store = Store(o);
+  store->SetLiveWorkers(live);
+  return store;
+}
+
 uint64_t Applied(const ShardStore& store) {
   v1::StatsResponse stats;
   store.FillStats(&stats);
@@ -136,10 +145,7 @@ TEST(AveragedPushesTest, TheBoundedWaitAppliesFewerAndLiveWorkersSetK) {
 // A worker leaving (k falls) frees an update that waits only for its push:
 // it is applied at once, not after the bounded wait.
 TEST(AveragedPushesTest, FewerLiveWorkersApplyAnUpdateThatHoldsAllOfTheirs) {
-  ShardOptions o = Sgd(0.5);
-  o.staleness.average = o.staleness.fresh = true;
-  auto store = Store(o);
-  store->SetLiveWorkers(3);
+  auto store = FreshStore(3);
   ASSERT_TRUE(PushScaled(*store, "a", 1.0f, 0).ok());
   ASSERT_TRUE(PushScaled(*store, "b", 2.0f, 0).ok());
   store->SetLiveWorkers(3);  // No change: still waiting for the third.
@@ -163,10 +169,7 @@ TEST(AveragedPushesTest, FewerLiveWorkersApplyAnUpdateThatHoldsAllOfTheirs) {
 // before it) waits for the update after the open one if that one holds
 // pushes already, and joins it if it holds none.
 TEST(AveragedPushesTest, ANewWorkersFirstPushWaitsForTheUpdateAfterAnOpenOne) {
-  ShardOptions o = Sgd(0.5);
-  o.staleness.average = o.staleness.fresh = true;
-  auto store = Store(o);
-  store->SetLiveWorkers(3);
+  auto store = FreshStore(3);
   ASSERT_TRUE(PushScaled(*store, "a", 1.0f, 0).ok());
   ASSERT_TRUE(PushScaled(*store, "b", 2.0f, 0).ok());
   store->SetLiveWorkers(4);
@@ -200,10 +203,7 @@ TEST(AveragedPushesTest, ANewWorkersFirstPushWaitsForTheUpdateAfterAnOpenOne) {
 // it: the update still waits for every remaining worker's push. Counted,
 // it would close the update one live push early.
 TEST(AveragedPushesTest, AHeldPushOfAWorkerThatStoppedCountingCompletesNothing) {
-  ShardOptions o = Sgd(0.5);
-  o.staleness.average = o.staleness.fresh = true;
-  auto store = Store(o);
-  store->SetLiveWorkers(3);
+  auto store = FreshStore(3);
   ASSERT_TRUE(PushScaled(*store, "a", 1.0f, 0, 1.0f, {"trainer-a"}).ok());
   ASSERT_TRUE(PushScaled(*store, "d", 5.0f, 0, 1.0f, {"trainer-d"}).ok());
   store->StopCounting("trainer-d", 2);
@@ -240,10 +240,7 @@ TEST(AveragedPushesTest, AHeldPushOfAWorkerThatStoppedCountingCompletesNothing) 
 // wait out the wait for it. A retry of a push still held adds nothing, and
 // an update of stand-ins alone moves no weight.
 TEST(AveragedPushesTest, ADuplicatePushStandsInForItsWorkersPush) {
-  ShardOptions o = Sgd(0.5);
-  o.staleness.average = o.staleness.fresh = true;
-  auto store = Store(o);
-  store->SetLiveWorkers(3);
+  auto store = FreshStore(3);
   ASSERT_TRUE(PushScaled(*store, "unit-7", 5.0f, 0, 1.0f, {"trainer-dead"}).ok());
   ASSERT_TRUE(PushScaled(*store, "a1", 1.0f, 0, 1.0f, {"trainer-a"}).ok());
   ASSERT_TRUE(PushScaled(*store, "b1", 3.0f, 0, 1.0f, {"trainer-b"}).ok());
@@ -389,10 +386,7 @@ TEST(AveragedPushesTest, EachPushLearnsItsUpdateAndCanWaitForIt) {
 }
 
 TEST(AveragedPushesTest, ALoneWorkersPushIsAppliedOnArrival) {
-  ShardOptions o = Sgd(0.5);
-  o.staleness.average = o.staleness.fresh = true;
-  auto store = Store(o);
-  store->SetLiveWorkers(1);
+  auto store = FreshStore(1);
   auto pushed = PushScaled(*store, "a", 1.0f, 0);
   ASSERT_TRUE(pushed.ok());
   EXPECT_FALSE(pushed->averaged_later);
