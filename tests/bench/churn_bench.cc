@@ -11,7 +11,8 @@
 //           after each preemption. Until the job is done.
 //   calm    ceil(mean live trainers of the churn run) trainers, no
 //           preemptions, the whole job: the throughput and the validation
-//           loss to compare with.
+//           loss to compare with. Its trainers poll fake metadata services
+//           of their own as the churn run's do; no notice ever comes.
 //   floor   floor(mean live) trainers, no preemptions, until half the job:
 //           its throughput, so that the calm figure can be interpolated to
 //           the churn run's fractional mean (skipped when it is whole).
@@ -189,13 +190,13 @@ absl::Status ChurnRun::StartTrainer(bool replacement) {
   Slot slot;
   slot.index = static_cast<int>(job_->trainers().size());
   slot.replacement = replacement;
-  std::vector<std::string> flags;
-  if (churn_) {
-    auto metadata = testing::FakeMetadataServer::Start();
-    if (!metadata.ok()) return metadata.status();
-    slot.metadata = *std::move(metadata);
-    flags = {"--spot_notice=aws", "--metadata_url=" + slot.metadata->url(), "--spot_poll_s=1"};
-  }
+  // Calm runs' trainers watch for notices too (that never come), so that
+  // the runs differ in the preemptions alone, not in the polling's CPU.
+  auto metadata = testing::FakeMetadataServer::Start();
+  if (!metadata.ok()) return metadata.status();
+  slot.metadata = *std::move(metadata);
+  const std::vector<std::string> flags = {
+      "--spot_notice=aws", "--metadata_url=" + slot.metadata->url(), "--spot_poll_s=1"};
   if (absl::Status s = job_->StartTrainer(flags); !s.ok()) return s;
   slots_.push_back(std::move(slot));
   return absl::OkStatus();
