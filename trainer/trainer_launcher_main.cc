@@ -1,14 +1,19 @@
 // spotps-trainer: starts spotps-trainer-core, the trainer itself, from the
-// same folder with glibc's malloc backing the heap with transparent huge
-// pages (GLIBC_TUNABLES=glibc.malloc.hugetlb=1).
-//
+// same folder with glibc's malloc tuned for it (GLIBC_TUNABLES):
+//   glibc.malloc.hugetlb=1: transparent huge pages back the heap. On a
+//     paravirtualized host (each page fault a VM exit) faults were 20-26% of
+//     a joining trainer's samples up to its first push, and 2 MB pages cut
+//     that first push by ~0.4 s.
+//   glibc.malloc.mmap_threshold=32 MiB, trim_threshold=64 MiB: tensors of
+//     up to 32 MiB come from the heap from the first step on. Otherwise
+//     glibc maps each large block on its own until its first frees raise the
+//     threshold (to 32 MiB at most, and the trim threshold to twice that),
+//     and with huge pages each such map faults in freshly zeroed 2 MB pages:
+//     that cost a joining trainer 0.2-0.6 CPU-s of kernel time.
 // Why a separate process image: glibc reads its tunables only when a process
-// starts, before main(), and the trainer's start is where they pay: on a
-// paravirtualized host (each page fault a VM exit) faults were 20-26% of a
-// joining trainer's samples up to its first push, and 2 MB pages cut that
-// first push by ~0.4 s (docs/architecture.md, "The trainer"). This
-// program links only the C/C++ runtime, so it adds about a millisecond.
-// A GLIBC_TUNABLES that already names glibc.malloc.hugetlb is kept as it is:
+// starts, before main(). This program links only the C/C++ runtime, so it
+// adds about a millisecond (docs/architecture.md, "The trainer").
+// A tunable GLIBC_TUNABLES already names is kept as it is:
 // glibc.malloc.hugetlb=0 turns the huge pages off.
 #include <limits.h>
 #include <unistd.h>
@@ -22,7 +27,12 @@
 namespace {
 
 constexpr char kCore[] = "spotps-trainer-core";
-constexpr char kHugePages[] = "glibc.malloc.hugetlb=1";
+// Each applies unless GLIBC_TUNABLES already names it.
+constexpr const char* kTunables[][2] = {
+    {"glibc.malloc.hugetlb", "1"},
+    {"glibc.malloc.mmap_threshold", "33554432"},
+    {"glibc.malloc.trim_threshold", "67108864"},
+};
 constexpr int kExitRuntimeError = 1;  // As common/exit_status.h.
 
 // The folder this program was started from, with a trailing '/'.
@@ -45,10 +55,11 @@ int main(int argc, char** argv) {
   }
   const char* tunables = std::getenv("GLIBC_TUNABLES");
   std::string value = tunables == nullptr ? "" : tunables;
-  if (value.find("glibc.malloc.hugetlb") == std::string::npos) {
-    value = value.empty() ? kHugePages : value + ":" + kHugePages;
-    setenv("GLIBC_TUNABLES", value.c_str(), 1);
+  for (const auto& [name, setting] : kTunables) {
+    if (value.find(std::string(name) + "=") != std::string::npos) continue;
+    value += std::string(value.empty() ? "" : ":") + name + "=" + setting;
   }
+  setenv("GLIBC_TUNABLES", value.c_str(), 1);
   const std::string core = folder + kCore;
   execv(core.c_str(), argv);  // argv[0] stays: ps and pkill -f see spotps-trainer.
   std::fprintf(stderr, "spotps-trainer: cannot start %s: %s\n", core.c_str(), std::strerror(errno));

@@ -50,9 +50,10 @@ TEST_F(ExitStatusTest, EveryBinaryPrintsItsVersion) {
   }
 }
 
-// spotps-trainer starts spotps-trainer-core with glibc's huge-page malloc,
-// unless GLIBC_TUNABLES already chooses (trainer/trainer_launcher_main.cc).
-// Returns the core's GLIBC_TUNABLES, read while it runs `--version`.
+// spotps-trainer starts spotps-trainer-core with glibc's malloc tuned (huge
+// pages, thresholds), each unless GLIBC_TUNABLES already chooses
+// (trainer/trainer_launcher_main.cc). Returns the core's GLIBC_TUNABLES, read while it runs
+// `--version`.
 std::string CoreTunables(const std::string& log) {
   auto child = ChildProcess::Start({BinaryPath("spotps-trainer"), "--version"}, log);
   EXPECT_TRUE(child.ok()) << child.status();
@@ -72,8 +73,16 @@ std::string CoreTunables(const std::string& log) {
     if (n > 0 && absl::EndsWith(absl::string_view(exe, n), "/spotps-trainer-core") &&
         !environ.empty()) {
       found = "(unset)";
+      // glibc ends each tunable's value with a NUL in place as it parses
+      // them, so the ones after the first read as entries of their own.
+      bool in_tunables = false;
       for (absl::string_view var : absl::StrSplit(environ, '\0')) {
-        if (absl::ConsumePrefix(&var, "GLIBC_TUNABLES=")) found = std::string(var);
+        if (in_tunables && absl::StartsWith(var, "glibc.")) {
+          absl::StrAppend(&found, ":", var);
+          continue;
+        }
+        in_tunables = absl::ConsumePrefix(&var, "GLIBC_TUNABLES=");
+        if (in_tunables) found = std::string(var);
       }
       break;
     }
@@ -84,12 +93,19 @@ std::string CoreTunables(const std::string& log) {
   return found;
 }
 
-TEST_F(ExitStatusTest, TrainerStartsItsCoreWithHugePagesUnlessTold) {
+TEST_F(ExitStatusTest, TrainerStartsItsCoreWithItsMallocTunablesUnlessTold) {
   const std::string log = dir_.path() + "/launch.log";
+  const std::string thresholds =
+      "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=67108864";
   unsetenv("GLIBC_TUNABLES");
-  EXPECT_EQ(CoreTunables(log), "glibc.malloc.hugetlb=1");
+  EXPECT_EQ(CoreTunables(log), "glibc.malloc.hugetlb=1:" + thresholds);
   setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=0", 1);
-  EXPECT_EQ(CoreTunables(log), "glibc.malloc.hugetlb=0");
+  EXPECT_EQ(CoreTunables(log), "glibc.malloc.hugetlb=0:" + thresholds);
+  // A setting the caller chose is kept; the others are added.
+  setenv("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=1048576:glibc.malloc.hugetlb=0", 1);
+  EXPECT_EQ(CoreTunables(log),
+            "glibc.malloc.mmap_threshold=1048576:glibc.malloc.hugetlb=0:"
+            "glibc.malloc.trim_threshold=67108864");
   unsetenv("GLIBC_TUNABLES");
 }
 
