@@ -106,8 +106,9 @@ std::string ShardsText(const StatusReport& r) {
   for (size_t i = 0; i < r.shards.size(); ++i) {
     const v1::StatsResponse& s = r.shards[i];
     if (s.average_target() == 0) continue;  // The shard does not average.
-    absl::StrAppendFormat(&out, "averaging: shard %d target=%d live_pushers=%d wait_ms=%d\n", i,
-                          s.average_target(), s.live_pushers(), s.average_wait_ms());
+    absl::StrAppendFormat(
+        &out, "averaging: shard %d target=%d live_pushers=%d wait_ms=%d waited_out=%d\n", i,
+        s.average_target(), s.live_pushers(), s.average_wait_ms(), s.averaged_updates_waited_out());
   }
   for (const std::string& w : r.warnings) absl::StrAppend(&out, "warning: ", w, "\n");
   return out;
@@ -214,6 +215,7 @@ JsonValue ShardJson(size_t index, const std::string& address, const v1::StatsRes
       {"live_pushers", s.live_pushers()},
       {"average_target", s.average_target()},
       {"average_wait_ms", s.average_wait_ms()},
+      {"averaged_updates_waited_out", s.averaged_updates_waited_out()},
   };
 }
 

@@ -247,14 +247,14 @@ TEST_F(CtlTest, StatusNamesLocalModeWithItsSteps) {
   EXPECT_TRUE(absl::StrContains(r.output, "consistency=local:8")) << r.output;
   // One client pushed (StartTrainedShards), back to back: its rounds are
   // shorter than --average_wait_ms, which is the wait in force.
-  EXPECT_TRUE(
-      absl::StrContains(r.output, "averaging: shard 0 target=1 live_pushers=1 wait_ms=1000\n"))
+  EXPECT_TRUE(absl::StrContains(
+      r.output, "averaging: shard 0 target=1 live_pushers=1 wait_ms=1000 waited_out=0\n"))
       << r.output;
   const std::string json =
       JsonLine(RunCtl({"--ps=" + shards->addresses(), "--sample_s=0", "--json", "status"}).output);
   EXPECT_TRUE(absl::StrContains(json,
                                 "\"live_pushers\":1,\"average_target\":1,"
-                                "\"average_wait_ms\":1000}"))
+                                "\"average_wait_ms\":1000,\"averaged_updates_waited_out\":0}"))
       << json;
 }
 
