@@ -485,7 +485,7 @@ int main(int argc, char** argv) {
 
   // Async "avg" and "warmup": tell the store the live workers, and apply
   // held pushes that waited --average_wait_ms (in local mode, longer where
-  // rounds are long: ParameterServerService::AveragingWait). Every shard
+  // rounds are long: ParameterServerService::HeldUpdateWaits). Every shard
   // counts the clients that push to it and have not left or fallen silent,
   // shard 0 too: its registered workers would count a trainer killed
   // without notice until its worker lease ends (updates waiting for it all
@@ -502,7 +502,7 @@ int main(int argc, char** argv) {
         (*store)->SetLiveWorkers(service.RecentWorkers());
         next_count = absl::Now() + absl::Milliseconds(100);
       }
-      (*store)->ApplyHeldOlderThan(service.AveragingWait());
+      (*store)->ApplyHeldOlderThan(service.HeldUpdateWaits());
     }
   });
   server->Wait();

@@ -111,7 +111,7 @@ grpc::Status Cancelled(const char* what) {
 
 // Until when a call may wait for an update before it answers with what
 // there is: about as long as a "fresh" push waits for its averaged update
-// (the shard's tick applies what waited AveragingWait(); twice that is
+// (the shard's tick applies what waited HeldUpdateWaits(); twice that is
 // ample), and no later than halfway to the call's deadline. A wait that ran
 // up to the deadline would leave no time for the answer: the client would
 // see DEADLINE_EXCEEDED and, retrying, wait the same way again.
@@ -323,7 +323,7 @@ grpc::Status ParameterServerService::ServePull(
   }
   // A pull that waits for updates (its push may have been a duplicate, in
   // no update at all) sends what there is once the wait ends.
-  const absl::Time wait_until = UpdateWaitEnd(*context, AveragingWait());
+  const absl::Time wait_until = UpdateWaitEnd(*context, HeldUpdateWaits().update);
   std::set<uint32_t> unique_ids;
   for (uint32_t id : ids) {
     if (!unique_ids.insert(id).second) {
@@ -479,7 +479,9 @@ grpc::Status ParameterServerService::ServePush(grpc::ServerContext* context,
   // store's rejection counts.
   store_->CountPushBytes(payload_bytes);
   if (!outcome->duplicate) pushers_.Record(header.worker_id(), absl::Now());
-  if (outcome->averaged_later && store_->staleness().fresh) AwaitFreshWeights(*context, &*outcome);
+  if (outcome->averaged_later && store_->staleness().fresh) {
+    AwaitFreshWeights(*context, new_worker, &*outcome);
+  }
   // A duplicate that stood in for a push may have completed an update.
   if (!outcome->deferred && (!outcome->duplicate || outcome->averaged_later)) updates_.Notify();
   response->set_duplicate(outcome->duplicate);
@@ -517,16 +519,20 @@ void ParameterServerService::LogMembership(absl::string_view worker, absl::strin
            absl::CHexEscape(worker), change, ClockTime(absl::Now()), live);
 }
 
-absl::Duration ParameterServerService::AveragingWait() {
+AveragingWaits ParameterServerService::HeldUpdateWaits() {
   const StalenessConfig& how = store_->staleness();
-  if (!how.average || !how.share_of_k) return absl::Milliseconds(how.average_wait_ms);
-  return LocalRoundWait(how, pushers_.MedianInterval());
+  const bool local = how.average && how.share_of_k;
+  return AveragingWaitsFor(how, local ? pushers_.MedianInterval() : absl::ZeroDuration());
 }
 
-void ParameterServerService::AwaitFreshWeights(const grpc::ServerContext& context,
+void ParameterServerService::AwaitFreshWeights(const grpc::ServerContext& context, bool new_worker,
                                                PushOutcome* outcome) {
-  // Past the wait the push stays held and is answered as "avg" answers.
-  const absl::Time end = UpdateWaitEnd(context, AveragingWait());
+  // Past the wait the push stays held and is answered as "avg" answers. A
+  // new worker's may be in an update that waits for a round (local mode);
+  // answered before it, its trainer would push its next round into it.
+  const AveragingWaits waits = HeldUpdateWaits();
+  const absl::Time end =
+      UpdateWaitEnd(context, new_worker ? waits.new_workers_round : waits.update);
   if (!store_->WaitForAveragedUpdate(outcome->average_update, end)) return;
   for (size_t i = 0; i < outcome->partition_ids.size(); ++i) {
     outcome->new_versions[i] = *store_->Version(outcome->partition_ids[i]);
@@ -541,7 +547,7 @@ grpc::Status ParameterServerService::Stats(grpc::ServerContext*, const v1::Stats
   response->set_live_pushers(static_cast<uint32_t>(RecentWorkers()));
   if (store_->staleness().average) {
     response->set_average_wait_ms(
-        static_cast<uint32_t>(absl::ToInt64Milliseconds(AveragingWait())));
+        static_cast<uint32_t>(absl::ToInt64Milliseconds(HeldUpdateWaits().update)));
   }
   if (checkpointer_ != nullptr) {
     response->set_restored_checkpoint_id(checkpointer_->restored_id());

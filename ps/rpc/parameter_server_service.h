@@ -76,9 +76,9 @@ class ParameterServerService final : public v1::ParameterServer::Service {
   // fallen silent (RecentPushers): its live workers as it sees them.
   int RecentWorkers() { return pushers_.Count(absl::Now()); }
   // How long a held push waits for the rest of its averaged update: the
-  // shard's average_wait_ms, and in local mode LocalRoundWait
-  // (staleness_method.h) of the trainers' median round time.
-  absl::Duration AveragingWait();
+  // shard's average_wait_ms, and in local mode longer, after the trainers'
+  // median round time (AveragingWaitsFor, staleness_method.h).
+  AveragingWaits HeldUpdateWaits();
 
  private:
   // Tells the store how many workers push to it now, `worker` having
@@ -99,7 +99,7 @@ class ParameterServerService final : public v1::ParameterServer::Service {
                          v1::PushResponse* response, absl::Duration* apply);
   // "fresh": waits (bounded, at most half the call's deadline) until the averaged
   // update holding the push is applied, then reports the versions after it.
-  void AwaitFreshWeights(const grpc::ServerContext& context, PushOutcome* outcome);
+  void AwaitFreshWeights(const grpc::ServerContext& context, bool new_worker, PushOutcome* outcome);
   // The watched partitions' versions and the shard's counters now.
   void FillWatchResponse(const std::vector<uint32_t>& ids, v1::WatchResponse* response) const;
   uint64_t LastCheckpointId() const;  // 0 without a checkpointer.

@@ -101,8 +101,12 @@ uint64_t AveragedUpdates::Place(const PushSender& sender, bool once_per_worker,
     if (held_ == nullptr) held_ = std::make_unique<PushAverage>(partitions);
     if (once_per_worker && held_->Counts(sender.worker)) return taken_ + 1;
     if (once_per_worker && next_ != nullptr && next_->Counts(sender.worker)) return taken_ + 2;
-    const bool for_next = sender.new_worker && held_->counted_pushes() > 0 && WaitsForEachWorker();
+    const bool opens = held_->counted_pushes() == 0;
+    const bool for_next = sender.new_worker && !opens && WaitsForEachWorker();
     if (for_next && next_ == nullptr) next_ = std::make_unique<PushAverage>(partitions);
+    if (opens && !for_next) {
+      held_opened_by_new_worker_ = sender.new_worker && staleness_.share_of_k;
+    }
     add(for_next ? *next_ : *held_, absl::Now());
     update = taken_ + (for_next ? 2 : 1);
     // Held for the next update, it lowers the open one's k: that may be
@@ -113,12 +117,14 @@ uint64_t AveragedUpdates::Place(const PushSender& sender, bool once_per_worker,
   return update;
 }
 
-bool AveragedUpdates::ApplyHeldOlderThan(absl::Duration age) {
+bool AveragedUpdates::ApplyHeldOlderThan(const AveragingWaits& waits) {
   absl::ReaderMutexLock whole_push(&whole_push_mu_);
   const absl::Time now = absl::Now();
   size_t pushes = 0, k = 0;
+  absl::Duration age;
   std::vector<std::string> workers;
   const bool applied = ApplyHeld([&](const OpenUpdate& open) {
+    age = open.opened_by_new_worker ? waits.new_workers_round : waits.update;
     if (now - open.since < age) return false;
     pushes = open.held.counted_pushes();
     k = open.k;
@@ -159,9 +165,13 @@ bool AveragedUpdates::ApplyHeld(const std::function<bool(const OpenUpdate&)>& re
     absl::MutexLock lock(&held_mu_);
     if (held_ == nullptr || held_->empty()) return false;
     k = OpenTarget();
-    if (!ready(OpenUpdate{*held_, k, std::max(held_->oldest(), next_opened_)})) return false;
+    if (!ready(OpenUpdate{*held_, k, std::max(held_->oldest(), next_opened_),
+                          held_opened_by_new_worker_})) {
+      return false;
+    }
     batch = held_->Take();
     taken_ += 1;
+    held_opened_by_new_worker_ = false;
     if (next_ != nullptr && !next_->empty()) {
       std::swap(held_, next_);  // Its wait starts now, not at its arrival.
       next_opened_ = absl::Now();

@@ -38,6 +38,9 @@ namespace spotps {
 // would have joined: that gradient is in the weights already, and without
 // it the update would wait out average_wait_ms for this worker.
 //
+// In local rounds, an update that a new worker's first push opens waits
+// longer, for the others' rounds to end (AveragingWaits says why).
+//
 // An update is complete when it holds k pushes of workers still counted.
 // A worker that stops counting (a trainer killed while its push waits for
 // its update) leaves its held push in the update but no longer counts it,
@@ -51,7 +54,7 @@ class AveragedUpdates : public ApplyOnArrival {
 
   void DropHeld(std::vector<std::string>* ids) const override;
   void FillStats(v1::StatsResponse* stats) const override;
-  bool ApplyHeldOlderThan(absl::Duration age) override;
+  bool ApplyHeldOlderThan(const AveragingWaits& waits) override;
   bool ApplyHeldIfComplete() override;
   void StopCounting(absl::string_view worker) override;
   bool WaitForAveragedUpdate(uint64_t update, absl::Time deadline) const override;
@@ -75,6 +78,7 @@ class AveragedUpdates : public ApplyOnArrival {
     size_t k;          // The pushes that complete it.
     absl::Time since;  // When it began to wait: its oldest push's arrival,
                        // or when the pushes held for it became its own.
+    bool opened_by_new_worker;  // Local rounds: AveragingWaits::new_workers_round.
   };
 
   // How many held pushes make an averaged update, new workers' held for
@@ -110,6 +114,8 @@ class AveragedUpdates : public ApplyOnArrival {
   std::unique_ptr<PushAverage> next_ ABSL_GUARDED_BY(held_mu_);
   // When next_'s pushes last became held_'s.
   absl::Time next_opened_ ABSL_GUARDED_BY(held_mu_) = absl::InfinitePast();
+  // Local rounds: held_ was opened by a new worker's first push.
+  bool held_opened_by_new_worker_ ABSL_GUARDED_BY(held_mu_) = false;
   uint64_t taken_ ABSL_GUARDED_BY(held_mu_) = 0;
   uint64_t applied_ ABSL_GUARDED_BY(held_mu_) = 0;
   // Updates ApplyHeldOlderThan took short of their k (Stats reports them).

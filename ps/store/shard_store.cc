@@ -550,8 +550,8 @@ void ShardStore::StopCounting(absl::string_view worker, int live) {
   SetLiveWorkers(live);
 }
 
-bool ShardStore::ApplyHeldOlderThan(absl::Duration age) {
-  return initialized() && policy_->ApplyHeldOlderThan(age);
+bool ShardStore::ApplyHeldOlderThan(const AveragingWaits& waits) {
+  return initialized() && policy_->ApplyHeldOlderThan(waits);
 }
 
 bool ShardStore::WaitForAveragedUpdate(uint64_t update, absl::Time deadline) const {

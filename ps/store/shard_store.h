@@ -184,10 +184,12 @@ class ShardStore : private UpdateTarget {
   const StalenessConfig& staleness() const { return staleness_; }
   double LearningRateNow() const;
   // Async "avg" (staleness_method.h): applies the held pushes as one
-  // averaged update if the oldest has waited at least `age`. Returns whether
-  // it applied one. The shard calls it periodically, so a held push waits at
-  // most about average_wait_ms even when no other push comes.
-  bool ApplyHeldOlderThan(absl::Duration age);
+  // averaged update if the oldest has waited at least its wait in `waits`
+  // (`age`: any update's). Returns whether it applied one. The shard calls
+  // it periodically, so a held push waits at most about average_wait_ms
+  // even when no other push comes.
+  bool ApplyHeldOlderThan(const AveragingWaits& waits);
+  bool ApplyHeldOlderThan(absl::Duration age) { return ApplyHeldOlderThan({age, age}); }
   // "avg": waits until the averaged update numbered `update`
   // (PushOutcome::average_update) is applied, or `deadline`; returns whether
   // it is. Averaged updates are applied in the order of their numbers.

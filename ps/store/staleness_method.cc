@@ -148,6 +148,15 @@ absl::Duration LocalRoundWait(const StalenessConfig& config, absl::Duration medi
                   std::min(median_round / kRoundWaitDivisor, kMaxRoundWait));
 }
 
+AveragingWaits AveragingWaitsFor(const StalenessConfig& config, absl::Duration median_round) {
+  if (!config.share_of_k) {
+    const absl::Duration wait = absl::Milliseconds(config.average_wait_ms);
+    return AveragingWaits{wait, wait};
+  }
+  const absl::Duration wait = LocalRoundWait(config, median_round);
+  return AveragingWaits{wait, wait + std::min(median_round, kMaxRoundWait)};
+}
+
 StalenessStep PlanStalenessStep(const StalenessConfig& config, double lr, uint64_t staleness) {
   AsyncView view;
   view.staleness = staleness;

@@ -119,6 +119,23 @@ inline constexpr int kRoundWaitDivisor = 4;
 inline constexpr absl::Duration kMaxRoundWait = absl::Seconds(10);
 absl::Duration LocalRoundWait(const StalenessConfig& config, absl::Duration median_round);
 
+// How long a held averaged update waits for its k pushes before it is
+// applied with those it holds.
+struct AveragingWaits {
+  absl::Duration update;  // Any update: average_wait_ms, LocalRoundWait in local mode.
+  // Local mode, an update a new worker's first push opened: `update` plus
+  // up to a whole median round (that part at most kMaxRoundWait). A
+  // replacement's first round ends at no particular moment in the others';
+  // applied alone, it would leave its rounds and theirs out of phase, each
+  // update then holding some of the pushes and waiting out `update` for
+  // the rest, round after round. The others' rounds end within one round
+  // of its push: waiting for them puts it in phase for good.
+  absl::Duration new_workers_round;
+};
+// The waits for `config`, whose trainers' median round (local mode) is
+// `median_round` (zero: not known yet, and a new worker waits as any).
+AveragingWaits AveragingWaitsFor(const StalenessConfig& config, absl::Duration median_round);
+
 // The live workers as `view` knows them: its count, or 1 + the running mean
 // staleness rounded, at least 1.
 int EstimatedWorkers(const AsyncView& view);

@@ -142,8 +142,8 @@ class UpdatePolicy {
 
   // Averaged updates (ShardStore::ApplyHeldOlderThan and the like say
   // what); other policies hold nothing.
-  virtual bool ApplyHeldOlderThan(absl::Duration age) {
-    (void)age;
+  virtual bool ApplyHeldOlderThan(const AveragingWaits& waits) {
+    (void)waits;
     return false;
   }
   // Applies the held update if it already holds its k pushes (k fell: a

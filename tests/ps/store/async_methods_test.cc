@@ -315,6 +315,38 @@ TEST(AveragedPushesTest, ShareOfKAppliesAShortUpdatesSumOverK) {
   EXPECT_FLOAT_EQ(Weights(*store)[1], w[1] - 0.5f * 2.0f);
 }
 
+// Local mode: the update a replacement's first round opens waits for the
+// others' rounds (AveragingWaits::new_workers_round), so that it is
+// averaged whole with theirs and its rounds end with theirs from then on.
+// Applied after the common wait, it went alone and the rounds after it
+// split in two, each waiting out that wait.
+TEST(AveragedPushesTest, ShareOfKHoldsANewWorkersFirstRoundForTheOthers) {
+  ShardOptions o = Sgd(0.5);
+  o.staleness.average = o.staleness.fresh = o.staleness.share_of_k = true;
+  auto store = Store(o);
+  store->SetLiveWorkers(3);
+  const AveragingWaits waits{absl::ZeroDuration(), absl::Hours(1)};
+  auto joiner = PushScaled(*store, "new", 4.0f, 0, 1.0f, kNewWorker);
+  ASSERT_TRUE(joiner.ok()) << joiner.status();
+  EXPECT_FALSE(store->ApplyHeldOlderThan(waits));  // Waits past the common wait.
+  ASSERT_TRUE(PushScaled(*store, "a", 1.0f, 0).ok());
+  ASSERT_TRUE(PushScaled(*store, "b", 1.0f, 0).ok());
+  EXPECT_EQ(*store->Version(0), 1u);                        // Whole: its 3 pushes.
+  EXPECT_FLOAT_EQ(Weights(*store)[0], 1.0f - 0.5f * 2.0f);  // (4 + 1 + 1) / 3.
+  EXPECT_EQ(WaitedOut(*store), 0u);
+  // An update an old worker's push opens waits the common wait only.
+  ASSERT_TRUE(PushScaled(*store, "a2", 1.0f, 1).ok());
+  EXPECT_TRUE(store->ApplyHeldOlderThan(waits));
+  // A new worker's push in an update already open changes nothing of that.
+  ASSERT_TRUE(PushScaled(*store, "a3", 1.0f, 2).ok());
+  ASSERT_TRUE(PushScaled(*store, "new-2", 1.0f, 2, 1.0f, PushSender{"new-2", true}).ok());
+  EXPECT_TRUE(store->ApplyHeldOlderThan(waits));
+  // Its own wait ends too: then it goes alone, as its share of k.
+  ASSERT_TRUE(PushScaled(*store, "new-3", 3.0f, 3, 1.0f, PushSender{"new-3", true}).ok());
+  EXPECT_TRUE(store->ApplyHeldOlderThan(AveragingWaits{absl::Hours(1), absl::ZeroDuration()}));
+  EXPECT_EQ(WaitedOut(*store), 3u);
+}
+
 // Local mode with Nesterov momentum (its default outer optimizer): rounds
 // whose two pushes arrive apart, each applied alone as its 1/2 share, move
 // the weights about as far as rounds averaged whole do, because each short

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "ps/store/optimizer.h"
@@ -49,7 +50,17 @@ TEST(StalenessMethodTest, ParsesJoinedSpecsAndRefusesBadOnes) {
   c.average_wait_ms = 20000;
   EXPECT_EQ(LocalRoundWait(c, absl::Minutes(5)), absl::Seconds(20));
   c.average_wait_ms = 1000;
-  c.share_of_k = false;
+  // The update a new worker's first push opens waits up to a round more
+  // (that part at most 10 s); while no round is known, as any update.
+  auto waits = [&](absl::Duration round) {
+    const AveragingWaits w = AveragingWaitsFor(c, round);
+    return std::make_pair(w.update, w.new_workers_round);
+  };
+  EXPECT_EQ(waits(absl::Seconds(8)), std::make_pair(absl::Seconds(2), absl::Seconds(10)));
+  EXPECT_EQ(waits(absl::Minutes(5)), std::make_pair(absl::Seconds(10), absl::Seconds(20)));
+  EXPECT_EQ(waits(absl::ZeroDuration()), std::make_pair(absl::Seconds(1), absl::Seconds(1)));
+  c.share_of_k = false;  // Elsewhere both are average_wait_ms.
+  EXPECT_EQ(waits(absl::Seconds(8)), std::make_pair(absl::Seconds(1), absl::Seconds(1)));
   ASSERT_TRUE(ParseStalenessSpec("momentum", &c).ok());
   EXPECT_EQ(c.method, StalenessMethod::kMomentum);
   EXPECT_FALSE(c.average);
