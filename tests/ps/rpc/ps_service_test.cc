@@ -15,6 +15,15 @@ namespace {
 
 constexpr int kMaxMessageBytes = 2 << 20;
 
+// ParameterServer/Join as `worker`.
+grpc::Status Join(v1::ParameterServer::Stub* stub, const std::string& worker,
+                  v1::JoinResponse* reply) {
+  grpc::ClientContext ctx;
+  v1::JoinRequest request;
+  request.set_worker_id(worker);
+  return stub->Join(&ctx, request, reply);
+}
+
 class PsServiceTest : public ::testing::Test {
  protected:
   void SetUp() override { Start(SgdShard()); }
@@ -124,11 +133,8 @@ class PsServiceTest : public ::testing::Test {
   // ParameterServer/Join for each of `workers`; true if every one succeeded.
   bool JoinAll(std::initializer_list<const char*> workers) {
     for (const char* worker : workers) {
-      grpc::ClientContext ctx;
-      v1::JoinRequest request;
-      request.set_worker_id(worker);
       v1::JoinResponse reply;
-      if (!stub_->Join(&ctx, request, &reply).ok()) return false;
+      if (!Join(stub_.get(), worker, &reply).ok()) return false;
     }
     return true;
   }
@@ -388,14 +394,6 @@ TEST_F(PsServiceTest, APusherCountsUntilItLeaves) {
   ExpectStatus(leave(std::string(129, 'x'), &reply), grpc::StatusCode::INVALID_ARGUMENT,
                "want 1 to 128");
   EXPECT_EQ(live(), 1u);
-}
-
-grpc::Status Join(v1::ParameterServer::Stub* stub, const std::string& worker,
-                  v1::JoinResponse* reply) {
-  grpc::ClientContext ctx;
-  v1::JoinRequest request;
-  request.set_worker_id(worker);
-  return stub->Join(&ctx, request, reply);
 }
 
 // Under "fresh", trainers that Join before the shard's first update all
