@@ -104,9 +104,7 @@ uint64_t AveragedUpdates::Place(const PushSender& sender, bool once_per_worker,
     const bool opens = held_->counted_pushes() == 0;
     const bool for_next = sender.new_worker && !opens && WaitsForEachWorker();
     if (for_next && next_ == nullptr) next_ = std::make_unique<PushAverage>(partitions);
-    if (opens && !for_next) {
-      held_opened_by_new_worker_ = sender.new_worker && staleness_.share_of_k;
-    }
+    if (opens) held_opened_by_new_worker_ = sender.new_worker && staleness_.share_of_k;
     add(for_next ? *next_ : *held_, absl::Now());
     update = taken_ + (for_next ? 2 : 1);
     // Held for the next update, it lowers the open one's k: that may be
