@@ -19,6 +19,13 @@ JsonValue Num(double v) { return std::isfinite(v) ? JsonValue(v) : JsonValue(nul
 
 int64_t UnixMs(absl::Time t) { return absl::ToUnixMillis(t); }
 
+// Averaged updates ("avg", "fresh", local rounds): the pushes an update
+// waits for and how many were applied short of them; null elsewhere.
+JsonValue AveragingJson(const v1::StatsResponse& s) {
+  if (s.average_target() == 0) return nullptr;
+  return {{"target", s.average_target()}, {"waited_out", s.averaged_updates_waited_out()}};
+}
+
 JsonValue ShardJson(const v1::StatsResponse& s, const std::string& address,
                     const std::string& error) {
   JsonValue partitions = JsonValue::array();
@@ -44,6 +51,7 @@ JsonValue ShardJson(const v1::StatsResponse& s, const std::string& address,
           {"bytes", elements * 4},
           {"last_checkpoint_id", s.last_checkpoint_id()},
           {"checkpoint_error", s.last_checkpoint_error()},
+          {"averaging", AveragingJson(s)},
           {"partitions", std::move(partitions)}};
 }
 

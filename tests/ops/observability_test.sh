@@ -154,9 +154,10 @@ h = d["history"]
 ok = (len(h) >= 3 and any(r[6] is not None for r in h)
       and len(d["coordinator"]["workers"]) == 2
       and d["shards"]["checkpoint"]["time_ms"] is not None
-      and all(not s["error"] for s in d["shards"]["list"]) and len(d["shards"]["list"]) == 2)
+      and all(not s["error"] for s in d["shards"]["list"]) and len(d["shards"]["list"]) == 2
+      and all((s["averaging"] or {}).get("target", 0) >= 1 for s in d["shards"]["list"]))
 sys.exit(0 if ok else 1)'; do
-  [ $SECONDS -lt $deadline ] || fail "status.json never showed losses, val loss, 2 workers, 2 shards and a checkpoint"
+  [ $SECONDS -lt $deadline ] || fail "status.json never showed losses, val loss, 2 workers, 2 shards averaging and a checkpoint"
   sleep 1
 done
 
@@ -192,6 +193,9 @@ widths = {series: float(w) for w, series in re.findall(
     r'<polyline[^>]*stroke-width="([0-9.]+)"[^>]*data-series="(trainer-\d train)"', dom)}
 if len(widths) != 2 or len(set(widths.values())) != 2:
     sys.exit("the two training curves are not drawn at different widths: %s" % widths)
+# Each shard's averaged updates ("fresh" by default): their k, and how
+# many were applied short of it.
+need(r'<tr class="shard">(?:(?!</tr>).)*<td>\d+ pushes each, \d+ waited out</td>', "a shard's averaged updates")
 # Epochs count from 1 in the summary and in the progress rows alike.
 need(r'id="kpi-epoch"><b>1 / 2</b>', 'the summary\'s "epoch 1 / 2"')
 need(r'<div class="epoch">epoch 1 of 2: \d+ / 50000 units committed', "epoch 1's progress")

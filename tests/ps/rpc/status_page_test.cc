@@ -134,11 +134,26 @@ TEST_F(StatusPageTest, ReportsOfRegisteredWorkersReachThePage) {
   EXPECT_EQ(json["coordinator"]["epochs"][0]["epoch"], 0);
   EXPECT_EQ(json["coordinator"]["epochs"][0]["units"], 10);
   EXPECT_TRUE(json["shards"]["checkpoint"].is_null());
+  EXPECT_TRUE(json["shards"]["list"][0]["averaging"].is_null());  // Not averaging.
   // Gone from the coordinator: still on the page, as gone.
   ASSERT_TRUE(coordinator_->Deregister(id).ok());
   EXPECT_EQ(nlohmann::json::parse(page.Json())["coordinator"]["workers"][0]["state"], "gone");
   EXPECT_THAT(StatusPage::Html(), HasSubstr("id=\"loss-chart\""));
   EXPECT_THAT(StatusPage::Html(), ::testing::Not(HasSubstr("http://cdn")));
+}
+
+// An averaging shard shows the pushes its updates wait for and how many it
+// applied short of them.
+TEST(StatusPageAveragingTest, ShowsTheAveragedUpdatesTarget) {
+  ShardOptions o;
+  o.num_shards = 1;
+  o.staleness.average = o.staleness.fresh = true;
+  std::unique_ptr<ShardStore> store = *ShardStore::Create(o);
+  store->SetLiveWorkers(3);
+  StatusPage page(store.get(), nullptr, nullptr, nullptr, nullptr);
+  const nlohmann::json averaging =
+      nlohmann::json::parse(page.Json())["shards"]["list"][0]["averaging"];
+  EXPECT_EQ(averaging, nlohmann::json::parse(R"({"target": 3, "waited_out": 0})"));
 }
 
 TEST_F(StatusPageTest, ShardMetricsMirrorTheStoreAndCoordinator) {
